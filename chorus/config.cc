@@ -1,0 +1,55 @@
+#include "chorus/config.h"
+
+namespace chorus {
+namespace {
+
+struct Loaded {
+  Config config;
+  Status status;
+};
+
+const Loaded& LoadOnce() {
+  static const Loaded loaded = [] {
+    Loaded l;
+    Result<Config> r = Config::FromEnv(ProcessEnv());
+    if (r.ok()) l.config = r.value();
+    l.status = r.status();
+    return l;
+  }();
+  return loaded;
+}
+
+}  // namespace
+
+Result<Config> Config::FromEnv(const EnvLookup& env) {
+  Config c;
+  Result<int64_t> timeout = EnvInt(env, "CHORUS_TIMEOUT", c.timeout_ms / 1000, 1, 7 * 24 * 3600);
+  if (!timeout.ok()) return timeout.status();
+  c.timeout_ms = timeout.value() * 1000;
+  Result<int64_t> ctimeout = EnvInt(env, "CHORUS_CONNECT_TIMEOUT", c.connect_timeout_ms / 1000, 1, 24 * 3600);
+  if (!ctimeout.ok()) return ctimeout.status();
+  c.connect_timeout_ms = ctimeout.value() * 1000;
+  Result<std::string> engine = EnvChoice(env, "CHORUS_TCP_ENGINE", c.tcp_engine, {"auto", "uring", "epoll"});
+  if (!engine.ok()) return engine.status();
+  c.tcp_engine = engine.value();
+  Result<int64_t> nsocks = EnvInt(env, "CHORUS_NSOCKS_PERPEER", c.nsocks_per_peer, 1, 64);
+  if (!nsocks.ok()) return nsocks.status();
+  c.nsocks_per_peer = static_cast<int>(nsocks.value());
+  if (auto v = env("CHORUS_SOCKET_BUFSIZE")) {
+    Result<int64_t> b = ParseByteSize("CHORUS_SOCKET_BUFSIZE", *v);
+    if (!b.ok()) return b.status();
+    c.socket_bufsize = b.value();
+  }
+  if (auto v = env("CHORUS_STRIPE_MIN")) {
+    Result<int64_t> b = ParseByteSize("CHORUS_STRIPE_MIN", *v);
+    if (!b.ok()) return b.status();
+    c.stripe_min_bytes = b.value();
+  }
+  if (auto v = env("CHORUS_SOCKET_IFNAME")) c.socket_ifname = *v;
+  return c;
+}
+
+const Config& Config::Process() { return LoadOnce().config; }
+const Status& Config::ProcessConfigStatus() { return LoadOnce().status; }
+
+}  // namespace chorus

@@ -1,0 +1,38 @@
+// Configuration read once from the environment (CHORUS_*), overridable per
+// communicator through Options. This is the only process-wide state in chorus.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "chorus/env.h"
+#include "chorus/status.h"
+
+namespace chorus {
+
+struct Config {
+  // Deadline for every blocking wait (CHORUS_TIMEOUT, seconds; torch's default 30 min).
+  int64_t timeout_ms = 30 * 60 * 1000;
+  // Deadline for rendezvous and connection set-up (CHORUS_CONNECT_TIMEOUT, seconds).
+  int64_t connect_timeout_ms = 5 * 60 * 1000;
+  // TCP engine: "auto" (io_uring, epoll where io_uring_setup fails), "uring", "epoll".
+  std::string tcp_engine = "auto";
+  // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.
+  int nsocks_per_peer = 2;
+  // Socket send/receive buffer size (CHORUS_SOCKET_BUFSIZE, bytes, K/M suffix; 0 = kernel default).
+  int64_t socket_bufsize = 4 << 20;
+  // Messages above this are striped across the sockets of a peer (CHORUS_STRIPE_MIN).
+  int64_t stripe_min_bytes = 256 << 10;
+  // Interface filter like NCCL_SOCKET_IFNAME: "eth0", "eth" (prefix), "=eth0" (exact),
+  // "^docker,lo" (exclude). Empty: the interface that reaches the master address.
+  std::string socket_ifname;
+
+  // Reads every CHORUS_* variable; an error names the variable and its bad value.
+  static Result<Config> FromEnv(const EnvLookup& env);
+  // The process's configuration, read once on first use. A bad variable is reported
+  // by the first communicator creation (see ProcessConfigStatus).
+  static const Config& Process();
+  static const Status& ProcessConfigStatus();
+};
+
+}  // namespace chorus
