@@ -1,0 +1,34 @@
+// Element types and reduction operations, named as PyTorch users know them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "chorus/status.h"
+
+namespace chorus {
+
+enum class DataType : uint8_t {
+  kFloat32 = 0,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt8,
+  kUint8,
+  kInt32,
+  kInt64,
+};
+constexpr int kNumDataTypes = 8;
+
+enum class ReduceOp : uint8_t { kSum = 0, kProd, kMax, kMin, kAvg };
+constexpr int kNumReduceOps = 5;
+
+size_t DataTypeSize(DataType t);
+const char* DataTypeName(DataType t);   // "float32", "float64", "float16", "bfloat16", "int8", ...
+const char* ReduceOpName(ReduceOp op);  // "sum", "prod", "max", "min", "avg"
+// Accepts the names above and the usual aliases ("float", "half", "bf16", "fp32", "int", "double", ...).
+Result<DataType> ParseDataType(const std::string& name);
+Result<ReduceOp> ParseReduceOp(const std::string& name);
+
+}  // namespace chorus
