@@ -35,17 +35,19 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<int64_t> nsocks = EnvInt(env, "CHORUS_NSOCKS_PERPEER", c.nsocks_per_peer, 1, 64);
   if (!nsocks.ok()) return nsocks.status();
   c.nsocks_per_peer = static_cast<int>(nsocks.value());
-  if (auto v = env("CHORUS_SOCKET_BUFSIZE")) {
-    Result<int64_t> b = ParseByteSize("CHORUS_SOCKET_BUFSIZE", *v);
-    if (!b.ok()) return b.status();
-    c.socket_bufsize = b.value();
-  }
-  if (auto v = env("CHORUS_STRIPE_MIN")) {
-    Result<int64_t> b = ParseByteSize("CHORUS_STRIPE_MIN", *v);
-    if (!b.ok()) return b.status();
-    c.stripe_min_bytes = b.value();
-  }
   if (auto v = env("CHORUS_SOCKET_IFNAME")) c.socket_ifname = *v;
+  if (auto v = env("CHORUS_ALGO")) c.algo = *v;
+  for (auto [name, field] : {std::pair<const char*, int64_t*>{"CHORUS_RD_MAX_BYTES", &c.allreduce_rd_max_bytes},
+                             {"CHORUS_CHUNK_BYTES", &c.chunk_bytes},
+                             {"CHORUS_SOCKET_BUFSIZE", &c.socket_bufsize},
+                             {"CHORUS_STRIPE_MIN", &c.stripe_min_bytes}}) {
+    if (auto v = env(name)) {
+      Result<int64_t> b = ParseByteSize(name, *v);
+      if (!b.ok()) return b.status();
+      *field = b.value();
+    }
+  }
+  if (c.chunk_bytes < 4096) return InvalidArgument("CHORUS_CHUNK_BYTES must be at least 4K");
   return c;
 }
 

@@ -26,6 +26,12 @@ struct Config {
   // Interface filter like NCCL_SOCKET_IFNAME: "eth0", "eth" (prefix), "=eth0" (exact),
   // "^docker,lo" (exclude). Empty: the interface that reaches the master address.
   std::string socket_ifname;
+  // Force an algorithm where it applies (CHORUS_ALGO: ring, recursive_doubling, tree, ...).
+  std::string algo;
+  // all_reduce uses recursive doubling up to this size (CHORUS_RD_MAX_BYTES), ring above.
+  int64_t allreduce_rd_max_bytes = 64 << 10;
+  // Pipelining chunk of the collectives (CHORUS_CHUNK_BYTES).
+  int64_t chunk_bytes = 512 << 10;
 
   // Reads every CHORUS_* variable; an error names the variable and its bad value.
   static Result<Config> FromEnv(const EnvLookup& env);

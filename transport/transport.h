@@ -6,7 +6,11 @@
 // sent with that tag. Sizes must agree exactly; a mismatch fails the Recv with an
 // error naming both ranks and both sizes. A message may carry a 64-bit fingerprint
 // (the algorithms' description of the call); a Recv that expects a different one
-// fails with kMismatch and exposes the remote fingerprint.
+// fails with kMismatch and exposes the remote fingerprint. Tags that agree above
+// bit 16 form a group (one collective call): once a Recv with a non-zero fingerprint
+// is posted for a group, any message of that group from the same peer with another
+// fingerprint fails the group's Recvs with kMismatch, so ranks that called different
+// collectives get an error even when their schedules never exchange the same tag.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +49,10 @@ class Transport {
   virtual RequestPtr Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint = 0) = 0;
   // Posts a receive into `buf`, which must stay valid until the request completes.
   virtual RequestPtr Recv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint = 0) = 0;
+  // Promises that no message with a tag in [first, last] will be sent or received
+  // again (a finished collective's tags), so the transport may forget their matching
+  // state. Tags with pending messages are kept.
+  virtual void ReleaseTags(uint64_t first, uint64_t last) = 0;
   // Fails every posted and future request with `reason`, tells connected peers
   // (they fail their requests with a message naming this rank and the reason), and
   // returns only after the engine stopped touching user buffers. Idempotent.

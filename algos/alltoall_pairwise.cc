@@ -1,0 +1,51 @@
+// All-to-all by pairwise exchange: at step s = 1 .. n-1 rank r sends block r+s of
+// its send buffer to rank r+s and receives block r-s of recv from rank r-s, with tag
+// step s-1. Every step's messages are posted up front (in step order, so each peer
+// link carries them in schedule order) and waited for in the same order; each rank
+// talks to every other exactly once per direction.
+#include <memory>
+#include <vector>
+
+#include "algos/buffer.h"
+#include "algos/collectives.h"
+#include "algos/pending_sends.h"
+
+namespace chorus::algos {
+
+Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const size_t bytes = count * DataTypeSize(dtype);
+  const size_t total = bytes * static_cast<size_t>(n);
+  // In place (recv overlapping send), blocks would be overwritten before they are
+  // sent: work from a copy of the send buffer.
+  std::unique_ptr<char[]> copy;
+  const char* src = static_cast<const char*>(send);
+  char* dst = static_cast<char*>(recv);
+  if (total > 0 && src < dst + total && dst < src + total && n > 1) {
+    copy.reset(new char[total]);
+    std::memcpy(copy.get(), src, total);
+    src = copy.get();
+  }
+
+  return AbortOnError(ctx, [&]() -> Status {
+    std::vector<transport::RequestPtr> in(static_cast<size_t>(n));
+    PendingSends sends(ctx);
+    for (int s = 1; s < n; ++s) {
+      const int to = (r + s) % n;
+      const int from = Mod(r - s, n);
+      // Step s: block `to` goes to rank `to`; block `from` comes from rank `from`.
+      in[from] = PostRecv(ctx, from, static_cast<uint32_t>(s - 1), dst + from * bytes, bytes);
+      sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
+    }
+    CopyIfDistinct(dst + r * bytes, src + r * bytes, bytes);
+    for (int s = 1; s < n; ++s) {
+      const int from = Mod(r - s, n);
+      CHORUS_RETURN_IF_ERROR(Wait(ctx, *in[from], from));
+      CHORUS_RETURN_IF_ERROR(sends.Reap());
+    }
+    return sends.WaitAll();
+  });
+}
+
+}  // namespace chorus::algos

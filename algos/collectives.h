@@ -1,0 +1,50 @@
+// Every collective algorithm chorus has, one per file (algos/<name>.cc). Each takes a
+// Context (transport, tag space, fingerprint, deadline) and host buffers, reaches
+// peers only through ctx.transport, reduces only through kernels/, and returns a
+// Status naming what went wrong.
+//
+// Buffers: `count` is the number of elements of `dtype`. In-place means send == recv
+// (for all_gather: send == recv + rank*count elements; for reduce_scatter: recv ==
+// send + rank*count elements). Counts of 0 and counts smaller than the world size are
+// valid everywhere.
+#pragma once
+
+#include <cstddef>
+
+#include "algos/context.h"
+#include "chorus/types.h"
+
+namespace chorus::algos {
+
+struct Tuning {
+  // Pipelining granularity: a chunk is sent, received and reduced as one unit, so
+  // that these overlap (CHORUS_CHUNK_BYTES).
+  size_t chunk_bytes = 512 << 10;
+};
+
+// all_reduce: ring = reduce-scatter then all-gather, pipelined in chunks.
+// 2(n-1) steps, 2(n-1)/n * S bytes sent per rank: bandwidth-optimal for large S.
+Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                     const Tuning& tuning);
+// all_reduce: recursive doubling (non-powers of two fold the extra ranks in first).
+// log2(n) steps, S*log2(n) bytes: latency-optimal for small S.
+Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
+                                  ReduceOp op);
+// broadcast: binomial tree from root, pipelined in chunks.
+Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
+// reduce: binomial tree towards root, pipelined in chunks; recv is used on root only.
+Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                  int root, const Tuning& tuning);
+// all_gather: ring; recv holds size*count elements, rank r's block at r*count.
+Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
+                     const Tuning& tuning);
+// reduce_scatter: ring; send holds size*count elements, recv gets this rank's reduced block.
+Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                         const Tuning& tuning);
+// gather / scatter: root-based (linear with all receives posted at once).
+Status Gather(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root);
+Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root);
+// all_to_all: pairwise exchange; block j of send goes to rank j, block i of recv came from rank i.
+Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype);
+
+}  // namespace chorus::algos

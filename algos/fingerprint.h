@@ -1,0 +1,35 @@
+// A 64-bit description of a collective call that travels with each of its messages,
+// so that ranks calling different collectives (or the same one with a different
+// count, dtype, op or root) get an error naming both calls instead of a hang or
+// wrong data.
+//
+// Layout: [63:56] collective, [55:52] dtype, [51:48] op, [47:32] root, [31:0] count
+// modulo 2^32.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "chorus/types.h"
+
+namespace chorus::algos {
+
+enum class Collective : uint8_t {
+  kBarrier = 1,
+  kBroadcast,
+  kReduce,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kGather,
+  kScatter,
+  kAllToAll,
+};
+
+const char* CollectiveName(Collective c);
+
+uint64_t Fingerprint(Collective c, size_t count, DataType dtype, ReduceOp op, int root);
+// "all_reduce(count=1024, float32, sum)"; "broadcast(count=7, int8, root=2)".
+std::string DescribeFingerprint(uint64_t fingerprint);
+
+}  // namespace chorus::algos

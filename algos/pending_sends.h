@@ -1,0 +1,67 @@
+// The sends an algorithm has posted and not yet seen complete. Algorithms never block
+// on a send in the middle of a schedule (that is how rings deadlock when a transport
+// only completes a send once the peer posts the receive); they reap completed ones as
+// they go, so errors surface early, and wait for the rest before returning, because
+// the transport reads user buffers until then.
+#pragma once
+
+#include <deque>
+#include <utility>
+
+#include "algos/context.h"
+#include "algos/fingerprint.h"
+
+namespace chorus::algos {
+
+class PendingSends {
+ public:
+  explicit PendingSends(const Context& ctx) : ctx_(ctx) {}
+
+  // Posts a send and tracks it; returns the request (to guard a scratch slot).
+  transport::RequestPtr Post(int peer, uint32_t step, const void* buf, size_t bytes) {
+    transport::RequestPtr req = ctx_.transport.Send(peer, ctx_.tag(step), buf, bytes, ctx_.fingerprint);
+    q_.emplace_back(req, peer);
+    return req;
+  }
+  // Drops the completed sends at the front; returns the first failure among them.
+  Status Reap() {
+    while (!q_.empty() && q_.front().first->Test()) {
+      CHORUS_RETURN_IF_ERROR(WaitRequest(ctx_, *q_.front().first, q_.front().second, DescribeFingerprint));
+      q_.pop_front();
+    }
+    return Status::Ok();
+  }
+  Status WaitAll() {
+    while (!q_.empty()) {
+      CHORUS_RETURN_IF_ERROR(WaitRequest(ctx_, *q_.front().first, q_.front().second, DescribeFingerprint));
+      q_.pop_front();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const Context& ctx_;
+  std::deque<std::pair<transport::RequestPtr, int>> q_;
+};
+
+// Posts a receive carrying this call's fingerprint at ctx.tag(step).
+inline transport::RequestPtr PostRecv(const Context& ctx, int peer, uint32_t step, void* buf, size_t bytes) {
+  return ctx.transport.Recv(peer, ctx.tag(step), buf, bytes, ctx.fingerprint);
+}
+
+inline Status Wait(const Context& ctx, transport::Request& req, int peer) {
+  return WaitRequest(ctx, req, peer, DescribeFingerprint);
+}
+
+// Runs an algorithm's body, which may post requests into scratch memory the caller
+// owns: on failure the transport is aborted before returning, because requests still
+// posted into that memory only let go of it once the transport is aborted, and the
+// memory is freed as soon as the algorithm returns.
+template <typename Body>
+Status AbortOnError(const Context& ctx, Body&& body) {
+  Status st = body();
+  if (!st.ok()) ctx.transport.Abort(st);
+  return st;
+}
+
+}  // namespace chorus::algos

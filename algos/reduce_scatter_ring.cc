@@ -1,0 +1,96 @@
+// Ring reduce-scatter, pipelined in chunks. send holds n blocks of `count` elements;
+// rank r ends with block r reduced over all ranks. With steps s = 0 .. n-2:
+//   send block r-s-1 to r+1 (at step 0 straight from the send buffer, later the
+//   partial result received and reduced at step s-1),
+//   receive block r-s-2 from r-1 and reduce our own contribution into it;
+// the block received at the last step (n-2) is block r, reduced into recv.
+// Partial results live in scratch chunks (the send buffer is const; recv only has
+// room for our block), recycled once the send that forwards them has completed.
+#include <deque>
+
+#include "algos/buffer.h"
+#include "algos/chunking.h"
+#include "algos/collectives.h"
+#include "algos/pending_sends.h"
+#include "kernels/reduce.h"
+
+namespace chorus::algos {
+namespace {
+
+// Receives posted ahead of the one being reduced, each into its own scratch chunk.
+constexpr int kRecvsInFlight = 2;
+
+struct PostedRecv {
+  transport::RequestPtr req;
+  int step;
+  Span chunk;  // elements of the send buffer
+  int slot;
+};
+
+}  // namespace
+
+Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                         const Tuning& tuning) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const size_t es = DataTypeSize(dtype);
+  const auto block = [&](int i) { return Span{static_cast<size_t>(i) * count, count}; };
+  if (n == 1) {
+    CopyIfDistinct(recv, send, count * es);
+    return Status::Ok();
+  }
+  const int next = (r + 1) % n;
+  const int prev = (r + n - 1) % n;
+  const int steps = n - 1;
+  const int last_step = n - 2;
+  const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
+
+  ChunkPool pool(chunk_elems * es);
+  return AbortOnError(ctx, [&]() -> Status {
+    PendingSends sends(ctx);
+    std::deque<PostedRecv> posted;
+    ChunkWalk to_post(steps, chunk_elems, [&](int s) { return block(Mod(r - s - 2, n)); });
+    auto post_next = [&]() -> Status {
+      if (to_post.done()) return Status::Ok();
+      const Span c = to_post.chunk();
+      Result<int> slot = pool.Acquire();
+      if (!slot.ok()) return slot.status();
+      posted.push_back(
+          PostedRecv{PostRecv(ctx, prev, to_post.step(), pool.data(*slot), c.count * es), to_post.step(), c, *slot});
+      to_post.Next();
+      return Status::Ok();
+    };
+    for (int i = 0; i < kRecvsInFlight; ++i) CHORUS_RETURN_IF_ERROR(post_next());
+
+    // Step 0: block r-1 starts its way round the ring from our send buffer.
+    ChunkWalk first(1, chunk_elems, [&](int) { return block(Mod(r - 1, n)); });
+    for (; !first.done(); first.Next()) {
+      sends.Post(next, 0, At(send, first.chunk().offset, es), first.chunk().count * es);
+    }
+
+    const size_t own_offset = block(r).offset;
+    while (!posted.empty()) {
+      const PostedRecv p = posted.front();
+      CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
+      posted.pop_front();
+      char* partial = pool.data(p.slot);
+      const char* mine = At(send, p.chunk.offset, es);
+      if (p.step < last_step) {
+        // Add our contribution to the partial result and pass it on.
+        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, partial, mine, partial, p.chunk.count));
+        pool.ReleaseAfter(p.slot, sends.Post(next, static_cast<uint32_t>(p.step + 1), partial, p.chunk.count * es));
+      } else {
+        // Our own block: everyone else's contributions are in; the result goes to recv.
+        char* out = At(recv, p.chunk.offset - own_offset, es);
+        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, out, mine, partial, p.chunk.count));
+        if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, out, p.chunk.count, n));
+        pool.Release(p.slot);
+      }
+      CHORUS_RETURN_IF_ERROR(post_next());
+      CHORUS_RETURN_IF_ERROR(sends.Reap());
+    }
+    return sends.WaitAll();
+  });
+}
+
+}  // namespace chorus::algos

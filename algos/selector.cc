@@ -1,0 +1,90 @@
+#include "algos/selector.h"
+
+#include <strings.h>
+
+namespace chorus::algos {
+namespace {
+
+// The algorithms that can run each collective, the first being the default.
+bool Supports(Collective c, Algorithm a) {
+  switch (c) {
+    case Collective::kAllReduce: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter: return a == Algorithm::kRing;
+    case Collective::kBroadcast:
+    case Collective::kReduce: return a == Algorithm::kTree;
+    case Collective::kGather:
+    case Collective::kScatter: return a == Algorithm::kLinear;
+    case Collective::kAllToAll: return a == Algorithm::kPairwise;
+    case Collective::kBarrier: return a == Algorithm::kDissemination;
+  }
+  return false;
+}
+
+Algorithm OnlyAlgorithm(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce:
+    case Collective::kAllGather:
+    case Collective::kReduceScatter: return Algorithm::kRing;
+    case Collective::kBroadcast:
+    case Collective::kReduce: return Algorithm::kTree;
+    case Collective::kGather:
+    case Collective::kScatter: return Algorithm::kLinear;
+    case Collective::kAllToAll: return Algorithm::kPairwise;
+    case Collective::kBarrier: return Algorithm::kDissemination;
+  }
+  return Algorithm::kRing;
+}
+
+}  // namespace
+
+const char* AlgorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kRecursiveDoubling: return "recursive_doubling";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kLinear: return "linear";
+    case Algorithm::kPairwise: return "pairwise";
+    case Algorithm::kDissemination: return "dissemination";
+  }
+  return "unknown";
+}
+
+Result<Algorithm> ParseAlgorithm(const std::string& name) {
+  const Algorithm all[] = {Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kTree,
+                           Algorithm::kLinear, Algorithm::kPairwise,          Algorithm::kDissemination};
+  if (strcasecmp(name.c_str(), "rd") == 0) return Algorithm::kRecursiveDoubling;
+  for (Algorithm a : all) {
+    if (strcasecmp(name.c_str(), AlgorithmName(a)) == 0) return a;
+  }
+  return InvalidArgument("CHORUS_ALGO='" + name +
+                         "' is not an algorithm (ring, recursive_doubling|rd, tree, linear, pairwise, dissemination)");
+}
+
+Result<Selector> Selector::Create(const SelectorConfig& config) {
+  if (config.forced.empty()) return Selector(config, false, Algorithm::kRing);
+  Result<Algorithm> a = ParseAlgorithm(config.forced);
+  if (!a.ok()) return a.status();
+  return Selector(config, true, a.value());
+}
+
+Choice Selector::Choose(Collective c, size_t bytes, int world_size) const {
+  if (has_forced_ && Supports(c, forced_)) {
+    return {forced_, std::string("forced by CHORUS_ALGO=") + config_.forced};
+  }
+  std::string note = has_forced_ ? std::string(" (CHORUS_ALGO=") + config_.forced + " does not apply to " +
+                                       CollectiveName(c) + ")"
+                                 : "";
+  if (c == Collective::kAllReduce) {
+    if (world_size > 1 && bytes <= config_.allreduce_rd_max_bytes) {
+      return {Algorithm::kRecursiveDoubling, std::to_string(bytes) + " B <= " +
+                                                 std::to_string(config_.allreduce_rd_max_bytes) +
+                                                 " B: latency-bound, log2(n) steps" + note};
+    }
+    return {Algorithm::kRing, std::to_string(bytes) + " B > " + std::to_string(config_.allreduce_rd_max_bytes) +
+                                  " B: bandwidth-bound, ring sends 2(n-1)/n of the data" + note};
+  }
+  return {OnlyAlgorithm(c), std::string("the only algorithm for ") + CollectiveName(c) + note};
+}
+
+}  // namespace chorus::algos

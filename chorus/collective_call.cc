@@ -1,0 +1,73 @@
+#include "chorus/collective_call.h"
+
+#include <cstring>
+
+#include "algos/barrier.h"
+
+namespace chorus::internal {
+
+using algos::Collective;
+
+size_t CollectiveCall::bytes(int world_size) const {
+  size_t b = count * DataTypeSize(dtype);
+  switch (kind) {
+    case Collective::kAllGather:
+    case Collective::kGather:
+    case Collective::kReduceScatter:
+    case Collective::kScatter:
+    case Collective::kAllToAll: return b * static_cast<size_t>(world_size);
+    default: return b;
+  }
+}
+
+Status Validate(const CollectiveCall& call, int rank, int world_size) {
+  const std::string what = std::string(algos::CollectiveName(call.kind)) + " on rank " + std::to_string(rank);
+  if (static_cast<int>(call.dtype) >= kNumDataTypes) {
+    return InvalidArgument(what + ": dtype " + std::to_string(static_cast<int>(call.dtype)) + " is not a DataType");
+  }
+  if (static_cast<int>(call.op) >= kNumReduceOps) {
+    return InvalidArgument(what + ": op " + std::to_string(static_cast<int>(call.op)) + " is not a ReduceOp");
+  }
+  const bool rooted = call.kind == Collective::kBroadcast || call.kind == Collective::kReduce ||
+                      call.kind == Collective::kGather || call.kind == Collective::kScatter;
+  if (rooted && (call.root < 0 || call.root >= world_size)) {
+    return InvalidArgument(what + ": root " + std::to_string(call.root) + " is not a rank of this communicator (size " +
+                           std::to_string(world_size) + ")");
+  }
+  if (call.count == 0 || call.kind == Collective::kBarrier) return Status::Ok();
+  const bool is_root = rank == call.root;
+  bool needs_send = true, needs_recv = true;
+  switch (call.kind) {
+    case Collective::kBroadcast: needs_send = false; break;  // one buffer, in recv
+    case Collective::kReduce: needs_recv = is_root; break;
+    case Collective::kGather: needs_recv = is_root; break;
+    case Collective::kScatter: needs_send = is_root; break;
+    default: break;
+  }
+  if (needs_send && call.send == nullptr) return InvalidArgument(what + ": send buffer is null with count " + std::to_string(call.count));
+  if (needs_recv && call.recv == nullptr) return InvalidArgument(what + ": recv buffer is null with count " + std::to_string(call.count));
+  return Status::Ok();
+}
+
+Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algorithm algorithm,
+                const algos::Tuning& tuning) {
+  switch (c.kind) {
+    case Collective::kAllReduce:
+      if (algorithm == algos::Algorithm::kRecursiveDoubling) {
+        return algos::AllReduceRecursiveDoubling(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+      }
+      return algos::AllReduceRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
+    case Collective::kBroadcast: return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
+    case Collective::kReduce: return algos::ReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
+    case Collective::kAllGather: return algos::AllGatherRing(ctx, c.send, c.recv, c.count, c.dtype, tuning);
+    case Collective::kReduceScatter:
+      return algos::ReduceScatterRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
+    case Collective::kGather: return algos::Gather(ctx, c.send, c.recv, c.count, c.dtype, c.root);
+    case Collective::kScatter: return algos::Scatter(ctx, c.send, c.recv, c.count, c.dtype, c.root);
+    case Collective::kAllToAll: return algos::AllToAllPairwise(ctx, c.send, c.recv, c.count, c.dtype);
+    case Collective::kBarrier: return algos::Barrier(ctx);
+  }
+  return InternalError("unknown collective");
+}
+
+}  // namespace chorus::internal

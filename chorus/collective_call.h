@@ -1,0 +1,36 @@
+// One collective call as the API received it, validated, then dispatched to the
+// algorithm the selector chose.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "algos/collectives.h"
+#include "algos/fingerprint.h"
+#include "algos/selector.h"
+#include "chorus/types.h"
+
+namespace chorus::internal {
+
+struct CollectiveCall {
+  algos::Collective kind;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+
+  // Bytes the selector weighs: the whole vector for all_reduce/broadcast/reduce,
+  // everything one rank ends with for the gathers and scatters.
+  size_t bytes(int world_size) const;
+};
+
+// Checks the call against the world: root, dtype, op, null buffers. The error
+// names the collective, the rank and what was wrong.
+Status Validate(const CollectiveCall& call, int rank, int world_size);
+// Runs the chosen algorithm.
+Status Dispatch(const algos::Context& ctx, const CollectiveCall& call, algos::Algorithm algorithm,
+                const algos::Tuning& tuning);
+
+}  // namespace chorus::internal

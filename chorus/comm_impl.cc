@@ -1,0 +1,282 @@
+#include "chorus/comm_impl.h"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "chorus/log.h"
+#include "rendezvous/net_util.h"
+
+namespace chorus::internal {
+namespace {
+
+// A Work over one transport request (point-to-point).
+class RequestWork : public WorkState {
+ public:
+  RequestWork(transport::RequestPtr req, transport::Transport* transport, std::string what,
+              std::chrono::milliseconds timeout)
+      : req_(std::move(req)), transport_(transport), what_(std::move(what)), timeout_(timeout) {}
+
+  bool Test() override { return req_->Test(); }
+
+  Status Wait(std::chrono::milliseconds timeout) override {
+    Status st = req_->Wait(Deadline::After(timeout));
+    if (st.code() == StatusCode::kTimeout && !req_->Test()) {
+      // The buffer is still posted: abort so the engine lets go of it before we return.
+      Status reason = TimeoutError(what_ + " did not complete within " + std::to_string(timeout.count()) + " ms");
+      transport_->Abort(reason);
+      return reason;
+    }
+    if (!st.ok()) return st.WithContext(what_);
+    return st;
+  }
+
+  std::chrono::milliseconds default_timeout() const override { return timeout_; }
+
+ private:
+  transport::RequestPtr req_;
+  transport::Transport* transport_;
+  std::string what_;
+  std::chrono::milliseconds timeout_;
+};
+
+uint64_t RandomId() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const Options& options) {
+  std::unique_ptr<CommunicatorImpl> impl(new CommunicatorImpl());
+  Status st = impl->Init(options);
+  if (!st.ok()) return st;
+  return impl;
+}
+
+Status CommunicatorImpl::Init(const Options& options) {
+  if (options.config) {
+    config_ = *options.config;
+  } else {
+    CHORUS_RETURN_IF_ERROR(Config::ProcessConfigStatus());
+    config_ = Config::Process();
+  }
+  // 1. Who am I, and where is the store (env://, tcp://, file://, launcher variables).
+  Result<rendezvous::InitSpec> spec =
+      rendezvous::ResolveInit(options.init_method, options.rank, options.world_size, ProcessEnv());
+  if (!spec.ok()) return spec.status();
+  spec_ = spec.value();
+  rank_ = spec_.rank;
+  size_ = spec_.world_size;
+  SetLogRank(rank_);
+
+  // 2. Meet the other ranks at the store.
+  Result<rendezvous::Rendezvous> rdv = rendezvous::Join(spec_, Deadline::AfterMs(config_.connect_timeout_ms));
+  if (!rdv.ok()) return rdv.status().WithContext("rank " + std::to_string(rank_) + " rendezvous");
+  rdv_ = std::make_shared<rendezvous::Rendezvous>(std::move(rdv.value()));
+
+  // A store may outlive one job (a standalone store, several communicators): every
+  // communicator gets its own key space, numbered by arrival.
+  Result<int64_t> arrivals = rdv_->client->Add("chorus/arrivals", 1);
+  if (!arrivals.ok()) return arrivals.status();
+  return Connect("chorus/comm" + std::to_string((arrivals.value() - 1) / size_) + "/");
+}
+
+Status CommunicatorImpl::Connect(const std::string& prefix) {
+  prefix_ = prefix;
+  const Deadline deadline = Deadline::AfterMs(config_.connect_timeout_ms);
+  algos::SelectorConfig sc;
+  sc.forced = config_.algo;
+  sc.allreduce_rd_max_bytes = static_cast<size_t>(config_.allreduce_rd_max_bytes);
+  Result<algos::Selector> selector = algos::Selector::Create(sc);
+  if (!selector.ok()) return selector.status();
+  selector_ = std::make_unique<algos::Selector>(selector.value());
+  tuning_.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
+
+  // The communicator's id, which every connection's handshake checks.
+  uint64_t comm_id = 0;
+  if (rank_ == 0) {
+    comm_id = RandomId();
+    CHORUS_RETURN_IF_ERROR(rdv_->client->Set(prefix_ + "id", std::to_string(comm_id)));
+  } else {
+    Result<std::string> id = rdv_->client->Get(prefix_ + "id", std::chrono::milliseconds(deadline.RemainingMs()));
+    if (!id.ok()) return id.status().WithContext("rank " + std::to_string(rank_) + " waiting for rank 0");
+    comm_id = std::stoull(id.value());
+  }
+
+  // Listen on the interface that reaches the master (or CHORUS_SOCKET_IFNAME's).
+  Result<std::string> addr = rendezvous::SelectInterfaceAddress(config_.socket_ifname, spec_.master_addr);
+  if (!addr.ok()) return addr.status();
+  Result<std::unique_ptr<transport::TcpTransport>> tcp = transport::TcpTransport::Listen(
+      rank_, size_, comm_id, transport::TcpOptions::FromConfig(config_, addr.value()));
+  if (!tcp.ok()) return tcp.status();
+  transport_ = std::move(tcp.value());
+
+  // Bootstrap: all-gather every rank's host identity and listen address.
+  rendezvous::PeerInfo me = rendezvous::PeerInfo::Local(rank_);
+  me.tcp_address = transport_->address();
+  Result<std::vector<std::string>> all =
+      rendezvous::AllGather(*rdv_->client, prefix_ + "peers", rank_, size_, me.Serialize(), deadline);
+  if (!all.ok()) return all.status();
+  std::vector<transport::PeerAddress> addresses;
+  peers_.clear();
+  for (int r = 0; r < size_; ++r) {
+    Result<rendezvous::PeerInfo> info = rendezvous::PeerInfo::Parse(all.value()[r]);
+    if (!info.ok()) return info.status().WithContext("peer info of rank " + std::to_string(r));
+    peers_.push_back(info.value());
+    addresses.push_back({info.value().tcp_address, info.value().hostname});
+  }
+  local_rank_ = 0;
+  local_size_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (peers_[r].host_id != me.host_id) continue;
+    if (r < rank_) ++local_rank_;
+    ++local_size_;
+  }
+
+  // Connect the full mesh and start the progress engine.
+  CHORUS_RETURN_IF_ERROR(transport_->Connect(addresses, deadline));
+  executor_ = std::make_unique<Executor>();
+  connected_ = true;
+  CHORUS_INFO("communicator ready: " << Describe());
+  return Status::Ok();
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  Status st = Shutdown();
+  if (!st.ok()) CHORUS_WARN(st.ToString());
+}
+
+std::string CommunicatorImpl::Describe() const {
+  std::string host = rank_ < static_cast<int>(peers_.size()) ? peers_[rank_].hostname : "?";
+  return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " on " + host + " (local rank " +
+         std::to_string(local_rank_) + " of " + std::to_string(local_size_) + "), " +
+         (transport_ ? transport_->Describe() : std::string("no transport")) + ", init " + spec_.method + " (" +
+         spec_.source + ")";
+}
+
+std::string CommunicatorImpl::PeerName(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size())) return "rank " + std::to_string(peer);
+  return "rank " + std::to_string(peer) + " (host " + peers_[peer].hostname + ", " + peers_[peer].tcp_address + ")";
+}
+
+Status CommunicatorImpl::CheckUsable() const {
+  if (shut_down_) return AbortedError("rank " + std::to_string(rank_) + ": the communicator was shut down");
+  return transport_->health();
+}
+
+Work CommunicatorImpl::PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag) {
+  const char* verb = is_send ? "send" : "recv";
+  if (peer < 0 || peer >= size_) {
+    return Work::Failed(InvalidArgument(std::string(verb) + " on rank " + std::to_string(rank_) + ": peer " +
+                                        std::to_string(peer) + " is not a rank of this communicator (size " +
+                                        std::to_string(size_) + ")"));
+  }
+  std::string what = std::string(verb) + " of " + std::to_string(bytes) + " bytes " + (is_send ? "to " : "from ") +
+                     PeerName(peer) + " with tag " + std::to_string(tag) + " on rank " + std::to_string(rank_);
+  if (buf == nullptr && bytes > 0) return Work::Failed(InvalidArgument(what + ": buffer is null"));
+  Status usable = CheckUsable();
+  if (!usable.ok()) return Work::Failed(usable.WithContext(what));
+  transport::RequestPtr req =
+      is_send ? transport_->Send(peer, tag, buf, bytes) : transport_->Recv(peer, tag, buf, bytes);
+  return Work(std::make_shared<RequestWork>(std::move(req), transport_.get(), std::move(what),
+                                            std::chrono::milliseconds(config_.timeout_ms)));
+}
+
+Result<std::function<Status()>> CommunicatorImpl::Prepare(const CollectiveCall& call) {
+  CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
+  CHORUS_RETURN_IF_ERROR(CheckUsable());
+  const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_);
+  algos::Context ctx{*transport_, coll_seq_.fetch_add(1),
+                     algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
+                     Deadline::AfterMs(config_.timeout_ms)};
+  CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
+                                                            << algos::AlgorithmName(choice.algorithm) << " ("
+                                                            << choice.reason << ")");
+  return std::function<Status()>([this, ctx, call, algorithm = choice.algorithm]() {
+    Status st = Dispatch(ctx, call, algorithm, tuning_);
+    if (!st.ok()) {
+      // Peers may be mid-schedule: nothing after a failed collective can be trusted.
+      st = st.WithContext("rank " + std::to_string(rank_) + " " + algos::DescribeFingerprint(ctx.fingerprint) +
+                          " (" + algos::AlgorithmName(algorithm) + ")");
+      transport_->Abort(st);
+      return st;
+    }
+    // Every message of this call has been matched here: the transport may forget its tags.
+    transport_->ReleaseTags(algos::CollectiveTag(ctx.seq, 0), algos::CollectiveTag(ctx.seq, 0xffff));
+    return st;
+  });
+}
+
+Status CommunicatorImpl::Run(const CollectiveCall& call) {
+  Result<std::function<Status()>> run = Prepare(call);
+  if (!run.ok()) return run.status();
+  return run.value()();
+}
+
+Work CommunicatorImpl::Post(const CollectiveCall& call) {
+  Result<std::function<Status()>> run = Prepare(call);
+  if (!run.ok()) return Work::Failed(run.status());
+  auto state = std::make_shared<TaskState>(std::chrono::milliseconds(config_.timeout_ms));
+  executor_->Post(std::move(run.value()), state);
+  return Work(state);
+}
+
+Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {
+  CHORUS_RETURN_IF_ERROR(CheckUsable());
+  const Deadline deadline = Deadline::AfterMs(config_.connect_timeout_ms);
+  const std::string split_prefix = prefix_ + "split" + std::to_string(split_seq_.fetch_add(1)) + "/";
+  // Every rank publishes (color, key); members of a color sort by (key, old rank).
+  Result<std::vector<std::string>> all = rendezvous::AllGather(
+      *rdv_->client, split_prefix + "colors", rank_, size_, std::to_string(color) + " " + std::to_string(key),
+      deadline);
+  if (!all.ok()) return all.status().WithContext("split on rank " + std::to_string(rank_));
+  if (color < 0) return std::unique_ptr<CommunicatorImpl>();
+  std::vector<std::pair<int, int>> members;  // (key, old rank)
+  for (int r = 0; r < size_; ++r) {
+    std::istringstream in(all.value()[r]);
+    int c = 0, k = 0;
+    if (!(in >> c >> k)) return ProtocolError("split: rank " + std::to_string(r) + " published garbage");
+    if (c == color) members.push_back({k, r});
+  }
+  std::sort(members.begin(), members.end());
+  std::unique_ptr<CommunicatorImpl> child(new CommunicatorImpl());
+  child->config_ = config_;
+  child->spec_ = spec_;
+  child->rdv_ = rdv_;
+  child->size_ = static_cast<int>(members.size());
+  for (int i = 0; i < child->size_; ++i) {
+    if (members[i].second == rank_) child->rank_ = i;
+  }
+  CHORUS_RETURN_IF_ERROR(child->Connect(split_prefix + "color" + std::to_string(color) + "/"));
+  return child;
+}
+
+Status CommunicatorImpl::Shutdown() {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (shut_down_) return Status::Ok();
+  shut_down_ = true;
+  executor_.reset();  // finishes the async collectives already posted
+  Status result;
+  if (connected_ && transport_ && transport_->health().ok() && rdv_ && rdv_->client) {
+    // Wait (bounded) until every rank is shutting down, so that no rank closes its
+    // connections while a peer still expects bytes on them.
+    const Deadline deadline = Deadline::AfterMs(std::min<int64_t>(config_.timeout_ms, 60 * 1000));
+    result = rendezvous::Barrier(*rdv_->client, prefix_ + "shutdown", rank_, size_, deadline);
+  }
+  transport_.reset();
+  if (connected_ && rdv_ && rdv_->client && result.ok()) {
+    // The store's host must leave last: the others may still be reading the
+    // barrier's answer. A failure here only means a rank left early: harmless.
+    Status st = rendezvous::Barrier(*rdv_->client, prefix_ + "left", rank_, size_, Deadline::AfterMs(10 * 1000));
+    if (!st.ok()) CHORUS_INFO("not every rank confirmed leaving: " << st.ToString());
+  }
+  rdv_.reset();
+  return result;
+}
+
+void CommunicatorImpl::Abort(const Status& reason) {
+  if (transport_) transport_->Abort(reason);
+}
+
+}  // namespace chorus::internal

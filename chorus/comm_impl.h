@@ -1,0 +1,76 @@
+// The state behind a Communicator: the rendezvous store, the peers' info, the
+// transport, the selector, the collective sequence counter and the async executor.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algos/selector.h"
+#include "chorus/collective_call.h"
+#include "chorus/communicator.h"
+#include "chorus/executor.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/init_method.h"
+#include "rendezvous/rendezvous.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace chorus::internal {
+
+class CommunicatorImpl {
+ public:
+  static Result<std::unique_ptr<CommunicatorImpl>> Create(const Options& options);
+  ~CommunicatorImpl();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  std::string Describe() const;
+
+  Work PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag);
+  // Blocking collective, on the calling thread.
+  Status Run(const CollectiveCall& call);
+  // Asynchronous collective, on the executor; its sequence number is taken now, so
+  // calls keep the order in which this rank made them.
+  Work Post(const CollectiveCall& call);
+  Result<std::unique_ptr<CommunicatorImpl>> Split(int color, int key);
+  Status Shutdown();
+  void Abort(const Status& reason);
+  // "rank 3 (host h, 10.0.0.2:4000)", for error messages.
+  std::string PeerName(int peer) const;
+
+ private:
+  CommunicatorImpl() = default;
+  Status Init(const Options& options);
+  // Joins this communicator's ranks under `prefix` of the store: comm id, listen,
+  // all-gather of peer info, full-mesh connect.
+  Status Connect(const std::string& prefix);
+  Status CheckUsable() const;
+  // Validates the call, picks the algorithm, builds the context; then `Execute`.
+  Result<std::function<Status()>> Prepare(const CollectiveCall& call);
+
+  Config config_;
+  rendezvous::InitSpec spec_;
+  // Shared with communicators split from this one: the store outlives them all.
+  std::shared_ptr<rendezvous::Rendezvous> rdv_;
+  std::string prefix_;  // this communicator's key space in the store
+  std::vector<rendezvous::PeerInfo> peers_;
+  std::unique_ptr<transport::TcpTransport> transport_;
+  std::unique_ptr<algos::Selector> selector_;
+  algos::Tuning tuning_;
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::atomic<uint64_t> coll_seq_{0};
+  std::atomic<uint64_t> split_seq_{0};
+  std::unique_ptr<Executor> executor_;
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;
+  bool connected_ = false;  // Connect() succeeded: peers expect the shutdown barriers
+};
+
+}  // namespace chorus::internal

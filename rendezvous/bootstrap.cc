@@ -1,0 +1,233 @@
+#include "rendezvous/bootstrap.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "rendezvous/net_util.h"
+#include "rendezvous/socket_io.h"
+
+namespace chorus::rendezvous {
+namespace {
+
+constexpr const char* kPeerHeader = "chorus-peer 1";
+constexpr size_t kMaxPeerInfoBytes = 1 << 20;
+
+Status CheckRank(const char* what, int rank, int size) {
+  if (size < 1) return InvalidArgument(std::string(what) + ": size " + std::to_string(size) + " must be positive");
+  if (rank < 0 || rank >= size) {
+    return InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) + " is not in [0, " +
+                           std::to_string(size) + ")");
+  }
+  return Status::Ok();
+}
+
+int64_t ElapsedMs(Clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+}
+
+// After a timeout: which of `keys` (one per rank) are absent. Empty when the store
+// cannot be asked any more (the connection broke).
+std::vector<int> MissingRanks(StoreClient& store, const std::vector<std::string>& keys) {
+  std::vector<int> missing;
+  for (size_t r = 0; r < keys.size(); ++r) {
+    Result<bool> there = store.Check({keys[r]});
+    if (!there.ok()) return {};
+    if (!there.value()) missing.push_back(static_cast<int>(r));
+  }
+  return missing;
+}
+
+Status NeverArrived(const std::string& what, const std::vector<int>& missing, int size, int64_t waited_ms,
+                    const Status& cause) {
+  if (missing.empty()) return cause.WithContext(what);
+  return TimeoutError(what + ": " + (missing.size() == 1 ? "rank " : "ranks ") + FormatRankList(missing) + " of " +
+                      std::to_string(size) + " never arrived within " + FormatDuration(waited_ms));
+}
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '%' || c == '\n' || c == '\r' || c == '\0') {
+      static const char* hex = "0123456789ABCDEF";
+      out += '%';
+      out += hex[(static_cast<unsigned char>(c) >> 4) & 0xf];
+      out += hex[static_cast<unsigned char>(c) & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool Unescape(const std::string& v, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != '%') {
+      *out += v[i];
+      continue;
+    }
+    if (i + 2 >= v.size()) return false;
+    auto nib = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    int hi = nib(v[i + 1]), lo = nib(v[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    *out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return true;
+}
+
+bool ParseInt(const std::string& s, int64_t min, int* out) {
+  if (s.empty() || s.size() > 12) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > INT_MAX) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+}  // namespace
+
+std::string FormatRankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    if (j - i >= 2) {
+      out += std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
+      i = j + 1;
+    } else {
+      out += std::to_string(ranks[i]);
+      ++i;
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> AllGather(StoreClient& store, const std::string& prefix, int rank, int size,
+                                           const std::string& mine, Deadline deadline) {
+  const std::string what = "all-gather '" + prefix + "' (rank " + std::to_string(rank) + ")";
+  CHORUS_RETURN_IF_ERROR(CheckRank(what.c_str(), rank, size));
+  const auto start = Clock::now();
+  std::vector<std::string> keys;
+  keys.reserve(size);
+  for (int r = 0; r < size; ++r) keys.push_back(prefix + "/" + std::to_string(r));
+  Status st = store.Set(keys[rank], mine);
+  if (!st.ok()) return st.WithContext(what);
+  Result<std::vector<std::string>> all = store.MultiGet(keys, std::chrono::milliseconds(deadline.RemainingMs()));
+  if (all.ok()) return all;
+  if (all.status().code() != StatusCode::kTimeout) return all.status().WithContext(what);
+  return NeverArrived(what, MissingRanks(store, keys), size, ElapsedMs(start), all.status());
+}
+
+Status Barrier(StoreClient& store, const std::string& prefix, int rank, int size, Deadline deadline) {
+  const std::string what = "barrier '" + prefix + "' (rank " + std::to_string(rank) + ")";
+  CHORUS_RETURN_IF_ERROR(CheckRank(what.c_str(), rank, size));
+  const auto start = Clock::now();
+  Result<int64_t> count = store.Add(prefix + "/count", 1);
+  if (!count.ok()) return count.status().WithContext(what);
+  // Arrival n (1-based) belongs to round (n-1)/size: the prefix can be reused.
+  const std::string round = prefix + "/" + std::to_string((count.value() - 1) / size);
+  Status st = store.Set(round + "/arrived/" + std::to_string(rank), "");
+  if (!st.ok()) return st.WithContext(what);
+  if (count.value() % size == 0) {
+    st = store.Set(round + "/done", "");
+    return st.WithContext(what);
+  }
+  Result<std::string> done = store.Get(round + "/done", std::chrono::milliseconds(deadline.RemainingMs()));
+  if (done.ok()) return Status::Ok();
+  if (done.status().code() != StatusCode::kTimeout) return done.status().WithContext(what);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(round + "/arrived/" + std::to_string(r));
+  return NeverArrived(what, MissingRanks(store, keys), size, ElapsedMs(start), done.status());
+}
+
+std::string PeerInfo::Serialize() const {
+  std::string out = std::string(kPeerHeader) + "\n";
+  out += "rank=" + std::to_string(rank) + "\n";
+  out += "hostname=" + Escape(hostname) + "\n";
+  out += "host_id=" + Escape(host_id) + "\n";
+  out += "pid=" + std::to_string(pid) + "\n";
+  out += "tcp=" + Escape(tcp_address) + "\n";
+  for (const auto& i : interfaces) out += "if=" + Escape(i) + "\n";
+  return out;
+}
+
+Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
+  if (text.size() > kMaxPeerInfoBytes) {
+    return ProtocolError("peer info of " + std::to_string(text.size()) + " bytes is larger than the 1 MiB limit");
+  }
+  size_t pos = text.find('\n');
+  if (pos == std::string::npos || text.compare(0, pos, kPeerHeader) != 0) {
+    return ProtocolError("peer info does not start with '" + std::string(kPeerHeader) + "' (got '" +
+                         Escape(text.substr(0, std::min<size_t>(pos, 32))) + "')");
+  }
+  PeerInfo info;
+  bool has_rank = false, has_pid = false, has_host = false, has_id = false;
+  size_t start = pos + 1;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) return ProtocolError("peer info is truncated (last line has no newline)");
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos || eq == 0) return ProtocolError("peer info line '" + Escape(line) + "' is not key=value");
+    std::string key = line.substr(0, eq), value;
+    if (!Unescape(line.substr(eq + 1), &value)) {
+      return ProtocolError("peer info line '" + Escape(line) + "' has a bad % escape");
+    }
+    if (key == "rank") {
+      if (!ParseInt(value, 0, &info.rank)) return ProtocolError("peer info rank '" + Escape(value) + "' is not a rank");
+      has_rank = true;
+    } else if (key == "pid") {
+      if (!ParseInt(value, 0, &info.pid)) return ProtocolError("peer info pid '" + Escape(value) + "' is not a pid");
+      has_pid = true;
+    } else if (key == "hostname") {
+      info.hostname = value;
+      has_host = true;
+    } else if (key == "host_id") {
+      info.host_id = value;
+      has_id = true;
+    } else if (key == "tcp") {
+      info.tcp_address = value;
+    } else if (key == "if") {
+      info.interfaces.push_back(value);
+    }
+    // Unknown keys are skipped: a newer peer may say more.
+  }
+  if (!has_rank || !has_pid || !has_host || !has_id) {
+    return ProtocolError("peer info lacks one of rank, pid, hostname, host_id");
+  }
+  return info;
+}
+
+PeerInfo PeerInfo::Local(int rank) {
+  PeerInfo info;
+  info.rank = rank;
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown-host");
+  info.hostname = host;
+  std::string boot_id;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  if (in) std::getline(in, boot_id);
+  // Two machines never share a boot id (cloned images may share a hostname);
+  // containers on one machine share the boot id but usually not the hostname, nor
+  // then /dev/shm: ranks with equal ids can be treated as one host.
+  info.host_id = boot_id.empty() ? info.hostname : info.hostname + "/" + boot_id;
+  info.pid = static_cast<int>(getpid());
+  for (const NetInterface& i : ListInterfaces()) info.interfaces.push_back(i.name + "=" + i.ip);
+  return info;
+}
+
+}  // namespace chorus::rendezvous

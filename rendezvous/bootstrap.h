@@ -1,0 +1,47 @@
+// The first collective of every communicator, run through the store: an all-gather
+// of each rank's identity and address, and a counter-based barrier. Both name the
+// ranks that never arrived when their deadline passes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+#include "rendezvous/store_client.h"
+
+namespace chorus::rendezvous {
+
+// Every rank sets `prefix/rank` to `mine` and gets everyone's value, indexed by rank.
+// A timeout error lists the ranks that never arrived ("ranks 2, 3 of 4 never arrived
+// within 30 s"). A prefix must be used for one all-gather only.
+Result<std::vector<std::string>> AllGather(StoreClient& store, const std::string& prefix, int rank, int size,
+                                           const std::string& mine, Deadline deadline);
+
+// Returns once all `size` ranks called Barrier with this prefix. Counter based, so a
+// prefix can be reused for successive barriers; the last rank to arrive releases the
+// others with one key. A timeout error lists the ranks that never arrived.
+Status Barrier(StoreClient& store, const std::string& prefix, int rank, int size, Deadline deadline);
+
+// What each rank tells the others about itself.
+struct PeerInfo {
+  int rank = -1;
+  std::string hostname;
+  // Equal for ranks on one host (hostname + kernel boot id): decides who is "local".
+  std::string host_id;
+  int pid = 0;
+  std::string tcp_address;              // "ip:port" the transport listens on
+  std::vector<std::string> interfaces;  // "name=ip", IPv4 interfaces that are up
+
+  // A versioned, line-based "key=value" text; values are %-escaped.
+  std::string Serialize() const;
+  // Errors (not crashes) on anything that is not a well-formed version 1 record.
+  static Result<PeerInfo> Parse(const std::string& text);
+  // This process: hostname, host_id, pid, interfaces (tcp_address left empty).
+  static PeerInfo Local(int rank);
+};
+
+// "2, 3" / "2-5, 9": rank lists in messages.
+std::string FormatRankList(const std::vector<int>& ranks);
+
+}  // namespace chorus::rendezvous

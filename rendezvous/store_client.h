@@ -1,0 +1,67 @@
+// Client of the rendezvous key-value store (store_server.h). One TCP connection,
+// one request at a time (a mutex serialises callers: thread-safe). Every call is
+// bounded: waiting ops by their own timeout plus the I/O timeout, the others by the
+// I/O timeout, so a dead or wedged server is an error, never a hang. After an I/O or
+// protocol error the connection is unusable and every later call says why.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+#include "rendezvous/socket_io.h"
+#include "rendezvous/store_protocol.h"
+
+namespace chorus::rendezvous {
+
+class StoreClient {
+ public:
+  // Connects to host:port, retrying refused/unreachable connections until `deadline`
+  // (the server may not be up yet), then PINGs to check a store is listening there.
+  static Result<std::unique_ptr<StoreClient>> Connect(const std::string& host, uint16_t port, Deadline deadline);
+
+  Status Set(const std::string& key, std::string value);
+  // Waits up to `timeout` for the key to exist; a timeout error names the key.
+  Result<std::string> Get(const std::string& key, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for all keys; a timeout error names the missing ones.
+  Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Wait, then the values in the order of `keys`, in one round trip.
+  Result<std::vector<std::string>> MultiGet(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Atomically adds `delta` to the integer at `key` (absent = 0); returns the new value.
+  Result<int64_t> Add(const std::string& key, int64_t delta);
+  // Sets `key` to `desired` if it holds `expected` (absent counts as ""); returns the
+  // value held afterwards ("" when absent): `desired` exactly when the swap happened
+  // (or when it already held `desired`).
+  Result<std::string> CompareSet(const std::string& key, const std::string& expected, const std::string& desired);
+  // Returns whether the key existed.
+  Result<bool> Delete(const std::string& key);
+  // Non-blocking: are all keys present?
+  Result<bool> Check(const std::vector<std::string>& keys);
+  Status Ping();
+
+  // How long any request may wait for the server beyond its own timeout (default 60 s).
+  void set_io_timeout(std::chrono::milliseconds timeout);
+  // "host:port" of the store, for messages.
+  const std::string& address() const { return address_; }
+
+ private:
+  StoreClient(UniqueFd fd, std::string address) : fd_(std::move(fd)), address_(std::move(address)) {}
+  // Sends one request and reads its reply. `server_wait` is how long the server
+  // itself may hold the request (GET/WAIT timeouts).
+  Result<StoreReply> Call(const StoreRequest& request, std::chrono::milliseconds server_wait);
+  Result<StoreReply> CallLocked(const StoreRequest& request, Deadline deadline);
+
+  std::mutex mu_;
+  UniqueFd fd_;
+  std::string address_;
+  std::string inbuf_;
+  Status broken_;  // the error that made the connection unusable
+  std::chrono::milliseconds io_timeout_{60 * 1000};
+};
+
+}  // namespace chorus::rendezvous

@@ -1,0 +1,146 @@
+// Ranks that call different collectives (or the same one with a different count,
+// dtype or root) must get an error naming both calls, promptly, never a hang or
+// silently wrong data.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algos/collectives.h"
+#include "algos/fingerprint.h"
+#include "tests/algos/tcp_world.h"
+
+namespace chorus::testing {
+namespace {
+
+using algos::Collective;
+using algos::Context;
+using algos::Fingerprint;
+
+constexpr int64_t kDeadlineMs = 10000;
+
+// What one rank calls: its fingerprint and the algorithm run with it.
+struct Call {
+  uint64_t fingerprint;
+  std::function<Status(const Context&)> run;
+};
+
+Call AllReduceRingCall(size_t count, DataType t = DataType::kFloat32) {
+  return Call{Fingerprint(Collective::kAllReduce, count, t, ReduceOp::kSum, 0), [count, t](const Context& ctx) {
+                std::vector<char> in(count * DataTypeSize(t) + 1), out(in.size());
+                return algos::AllReduceRing(ctx, in.data(), out.data(), count, t, ReduceOp::kSum, algos::Tuning());
+              }};
+}
+Call AllReduceRdCall(size_t count) {
+  const DataType t = DataType::kFloat32;
+  return Call{Fingerprint(Collective::kAllReduce, count, t, ReduceOp::kSum, 0), [count, t](const Context& ctx) {
+                std::vector<char> buf(count * DataTypeSize(t) + 1);
+                return algos::AllReduceRecursiveDoubling(ctx, buf.data(), buf.data(), count, t, ReduceOp::kSum);
+              }};
+}
+Call BroadcastCall(size_t count, int root) {
+  const DataType t = DataType::kFloat32;
+  return Call{Fingerprint(Collective::kBroadcast, count, t, ReduceOp::kSum, root), [=](const Context& ctx) {
+                std::vector<char> buf(count * DataTypeSize(t) + 1);
+                return algos::BroadcastTree(ctx, buf.data(), count, t, root, algos::Tuning());
+              }};
+}
+Call ReduceCall(size_t count, int root) {
+  const DataType t = DataType::kInt32;
+  return Call{Fingerprint(Collective::kReduce, count, t, ReduceOp::kMax, root), [=](const Context& ctx) {
+                std::vector<char> in(count * DataTypeSize(t) + 1), out(in.size());
+                return algos::ReduceTree(ctx, in.data(), out.data(), count, t, ReduceOp::kMax, root, algos::Tuning());
+              }};
+}
+Call AllGatherCall(size_t count, DataType t) {
+  return Call{Fingerprint(Collective::kAllGather, count, t, ReduceOp::kSum, 0), [=](const Context& ctx) {
+                std::vector<char> in(count * DataTypeSize(t) + 1), out(ctx.size() * in.size());
+                return algos::AllGatherRing(ctx, in.data(), out.data(), count, t, algos::Tuning());
+              }};
+}
+
+struct Outcome {
+  std::vector<Status> status;
+  double seconds;
+};
+
+Outcome RunCalls(const std::vector<Call>& calls, int64_t deadline_ms = kDeadlineMs) {
+  Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(static_cast<int>(calls.size()));
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  if (!w.ok()) return Outcome{};
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Status> st =
+      w.value()->Run([&](int rank) { return calls[rank].fingerprint; },
+                     [&](int rank, const Context& ctx) { return calls[rank].run(ctx); }, deadline_ms);
+  return Outcome{st, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+// Some rank reports kMismatch naming both calls; it happens long before the deadline.
+void ExpectMismatchNaming(const Outcome& o, const std::string& a, const std::string& b) {
+  ASSERT_FALSE(o.status.empty());
+  bool found = false;
+  std::string all;
+  for (size_t r = 0; r < o.status.size(); ++r) {
+    all += "\n  rank " + std::to_string(r) + ": " + o.status[r].ToString();
+    const std::string& m = o.status[r].message();
+    if (o.status[r].code() == StatusCode::kMismatch && m.find(a) != std::string::npos &&
+        m.find(b) != std::string::npos) {
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found) << "no rank reported a mismatch naming \"" << a << "\" and \"" << b << "\":" << all;
+  EXPECT_LT(o.seconds, kDeadlineMs / 1000.0 / 2) << "mismatch took too long to surface:" << all;
+}
+
+TEST(MismatchTest, AllReduceRingCountsDiffer) {
+  Outcome o = RunCalls({AllReduceRingCall(10), AllReduceRingCall(11)});
+  ExpectMismatchNaming(o, "all_reduce(count=10, float32, sum)", "all_reduce(count=11, float32, sum)");
+}
+
+TEST(MismatchTest, AllReduceRingZeroCountAgainstNonZero) {
+  // count 0 still exchanges (empty) messages, so the mismatch is seen, not waited out.
+  Outcome o = RunCalls({AllReduceRingCall(5), AllReduceRingCall(0), AllReduceRingCall(5)});
+  ExpectMismatchNaming(o, "all_reduce(count=0, float32, sum)", "all_reduce(count=5, float32, sum)");
+}
+
+TEST(MismatchTest, AllReduceRecursiveDoublingCountsDiffer) {
+  Outcome o = RunCalls({AllReduceRdCall(10), AllReduceRdCall(10), AllReduceRdCall(10), AllReduceRdCall(11)});
+  ExpectMismatchNaming(o, "all_reduce(count=10, float32, sum)", "all_reduce(count=11, float32, sum)");
+}
+
+TEST(MismatchTest, BroadcastAgainstAllReduce) {
+  Outcome o = RunCalls({AllReduceRingCall(64), BroadcastCall(64, 0), BroadcastCall(64, 0)});
+  ExpectMismatchNaming(o, "broadcast(count=64, float32, root=0)", "all_reduce(count=64, float32, sum)");
+}
+
+TEST(MismatchTest, ReduceCountsDiffer) {
+  Outcome o = RunCalls({ReduceCall(100, 2), ReduceCall(100, 2), ReduceCall(99, 2)});
+  ExpectMismatchNaming(o, "reduce(count=100, int32, max, root=2)", "reduce(count=99, int32, max, root=2)");
+}
+
+TEST(MismatchTest, AllGatherDtypesDiffer) {
+  Outcome o = RunCalls({AllGatherCall(256, DataType::kFloat32), AllGatherCall(256, DataType::kInt32)});
+  ExpectMismatchNaming(o, "all_gather(count=256, float32)", "all_gather(count=256, int32)");
+}
+
+// Ranks that disagree on the root may build trees that never connect (here: two
+// ranks that each believe they are the root of a reduce exchange no message at
+// all), so no fingerprint can catch it: the deadline must, on every rank.
+TEST(MismatchTest, DisjointSchedulesEndAtTheDeadline) {
+  Outcome o = RunCalls({ReduceCall(8, 0), ReduceCall(8, 1)}, /*deadline_ms=*/500);
+  ASSERT_EQ(o.status.size(), 2u);
+  // Whichever rank times out first aborts its transport, which may fail the other
+  // one with kPeerFailed before its own deadline passes.
+  int timeouts = 0;
+  for (const Status& st : o.status) {
+    EXPECT_FALSE(st.ok());
+    if (st.code() == StatusCode::kTimeout) ++timeouts;
+  }
+  EXPECT_GE(timeouts, 1) << o.status[0].ToString() << "; " << o.status[1].ToString();
+  EXPECT_LT(o.seconds, 5.0);
+}
+
+}  // namespace
+}  // namespace chorus::testing

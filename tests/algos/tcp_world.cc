@@ -1,0 +1,61 @@
+#include "tests/algos/tcp_world.h"
+
+#include <random>
+#include <string>
+#include <thread>
+
+#include "transport/tcp/tcp_transport.h"
+
+namespace chorus::testing {
+
+Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n) {
+  std::unique_ptr<TcpWorld> world(new TcpWorld());
+  // A fresh communicator id per world, so a stray connection from another test's
+  // world is rejected by the handshake instead of mixing streams.
+  const uint64_t comm_id = std::random_device()() * uint64_t{0x9e3779b97f4a7c15} + static_cast<uint64_t>(n);
+  std::vector<std::unique_ptr<transport::TcpTransport>> tcp;
+  std::vector<transport::PeerAddress> addresses;
+  for (int r = 0; r < n; ++r) {
+    transport::TcpOptions opts;
+    opts.bind_address = "127.0.0.1";
+    Result<std::unique_ptr<transport::TcpTransport>> t = transport::TcpTransport::Listen(r, n, comm_id, opts);
+    if (!t.ok()) return t.status().WithContext("rank " + std::to_string(r) + " listen");
+    addresses.push_back({t.value()->address(), "localhost"});
+    tcp.push_back(std::move(t.value()));
+  }
+  // Every rank connects at once: the mesh only completes when all of them take part.
+  std::vector<Status> st(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  const Deadline deadline = Deadline::AfterMs(20000);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { st[r] = tcp[r]->Connect(addresses, deadline); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!st[r].ok()) return st[r].WithContext("rank " + std::to_string(r) + " connect");
+  }
+  for (auto& t : tcp) world->transports_.push_back(std::move(t));
+  return world;
+}
+
+TcpWorld::~TcpWorld() = default;
+
+std::vector<Status> TcpWorld::Run(const std::function<uint64_t(int rank)>& fingerprint,
+                                  const std::function<Status(int rank, const algos::Context& ctx)>& body,
+                                  int64_t deadline_ms) {
+  const uint64_t seq = seq_++;
+  const Deadline deadline = Deadline::AfterMs(deadline_ms);
+  std::vector<Status> st(transports_.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) {
+    threads.emplace_back([&, r] {
+      const algos::Context ctx{transport(r), seq, fingerprint(r), deadline};
+      st[r] = body(r, ctx);
+      if (!st[r].ok()) transport(r).Abort(st[r]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return st;
+}
+
+}  // namespace chorus::testing

@@ -1,0 +1,42 @@
+// n TCP transports in one process, connected over loopback, one thread per rank for
+// each collective: the algorithms run exactly as they do across processes, through
+// the real transport and its wire protocol, but a test can drive thousands of calls
+// quickly and check every rank's buffers directly.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "algos/context.h"
+#include "chorus/status.h"
+#include "transport/transport.h"
+
+namespace chorus::testing {
+
+class TcpWorld {
+ public:
+  // Listens and connects n transports on 127.0.0.1; fails with the transport's error.
+  static Result<std::unique_ptr<TcpWorld>> Create(int n);
+  ~TcpWorld();
+
+  int size() const { return static_cast<int>(transports_.size()); }
+  transport::Transport& transport(int rank) { return *transports_[static_cast<size_t>(rank)]; }
+
+  // Runs body(rank, ctx) on one thread per rank. Every rank gets the same fresh
+  // sequence number, fingerprint(rank) and a deadline `deadline_ms` from now. A rank
+  // whose body fails aborts its transport, as the communicator does, so that its
+  // peers fail promptly instead of waiting for their deadline. Returns each rank's
+  // status.
+  std::vector<Status> Run(const std::function<uint64_t(int rank)>& fingerprint,
+                          const std::function<Status(int rank, const algos::Context& ctx)>& body,
+                          int64_t deadline_ms = 30000);
+
+ private:
+  TcpWorld() = default;
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace chorus::testing

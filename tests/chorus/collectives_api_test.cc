@@ -1,0 +1,204 @@
+// Collectives through the public API, as separate processes: every collective once
+// on 3 ranks, async overlap, Split, mismatched calls, bad arguments.
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "chorus/communicator.h"
+#include "gtest/gtest.h"
+#include "tests/util/multiproc.h"
+
+namespace chorus {
+namespace {
+
+using testing::RankExit;
+using testing::RunRanks;
+
+#define RANK_CHECK(cond, msg)                                                                \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "rank check failed: %s: %s\n", #cond, std::string(msg).c_str()); \
+      return 1;                                                                              \
+    }                                                                                        \
+  } while (0)
+#define RANK_OK(expr)                     \
+  do {                                    \
+    Status _st = (expr);                  \
+    RANK_CHECK(_st.ok(), _st.ToString()); \
+  } while (0)
+
+void ExpectAllOk(const std::vector<RankExit>& exits) {
+  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+}
+
+Options TestOptions() {
+  Options o;
+  o.init_method = "file://" + testing::UniqueRendezvousFile();
+  Config c = Config::Process();
+  c.timeout_ms = 20000;
+  c.connect_timeout_ms = 20000;
+  o.config = c;
+  return o;
+}
+
+// Each collective once, checked; values are small integers so every sum is exact.
+int EveryCollective(int rank, const Options& o) {
+  auto comm = Communicator::Create(o);
+  RANK_OK(comm.status());
+  Communicator& c = **comm;
+  const int n = c.size();
+  const size_t count = 1000;
+  std::vector<int32_t> in(count), out(count * n), all(count * n);
+  for (size_t i = 0; i < count; ++i) in[i] = rank * 1000 + static_cast<int32_t>(i);
+
+  RANK_OK(c.AllReduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum));
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == 1000 * n * (n - 1) / 2 + n * static_cast<int>(i), "allreduce");
+
+  std::vector<int32_t> b = in;
+  RANK_OK(c.Broadcast(b.data(), count, DataType::kInt32, /*root=*/n - 1));
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(b[i] == (n - 1) * 1000 + static_cast<int>(i), "broadcast");
+
+  RANK_OK(c.Reduce(in.data(), rank == 1 ? out.data() : nullptr, count, DataType::kInt32, ReduceOp::kMax, 1));
+  if (rank == 1) for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == (n - 1) * 1000 + static_cast<int>(i), "reduce");
+
+  RANK_OK(c.AllGather(in.data(), all.data(), count, DataType::kInt32));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(all[r * count + i] == r * 1000 + static_cast<int>(i), "allgather");
+
+  // reduce_scatter: block r of every rank's input is (r, i); each rank gets n * its block.
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) all[r * count + i] = r * 10 + static_cast<int>(i % 10);
+  std::vector<int32_t> mine(count);
+  RANK_OK(c.ReduceScatter(all.data(), mine.data(), count, DataType::kInt32, ReduceOp::kSum));
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(mine[i] == n * (rank * 10 + static_cast<int>(i % 10)), "reduce_scatter");
+
+  RANK_OK(c.Gather(in.data(), rank == 0 ? all.data() : nullptr, count, DataType::kInt32, 0));
+  if (rank == 0)
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(all[r * count + i] == r * 1000 + static_cast<int>(i), "gather");
+
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) all[r * count + i] = r * 7 + rank;  // block r goes to rank r
+  RANK_OK(c.Scatter(rank == 2 ? all.data() : nullptr, mine.data(), count, DataType::kInt32, 2));
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(mine[i] == rank * 7 + 2, "scatter");
+
+  std::vector<int32_t> a2a(count * n);
+  RANK_OK(c.AllToAll(all.data(), a2a.data(), count, DataType::kInt32));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(a2a[r * count + i] == rank * 7 + r, "alltoall");
+
+  RANK_OK(c.Barrier());
+  RANK_OK(c.Shutdown());
+  return 0;
+}
+
+TEST(CollectivesApi, EveryCollectiveThreeRanks) {
+  Options o = TestOptions();
+  ExpectAllOk(RunRanks(3, [&](int r) { return EveryCollective(r, o); }));
+}
+
+// Eight all-reduces in flight at once, of different sizes, plus a blocking one in
+// the middle: tags keep their bytes apart.
+TEST(CollectivesApi, OverlappingAsyncCollectives) {
+  Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    const int k = 8;
+    std::vector<std::vector<float>> bufs(k);
+    std::vector<Work> works;
+    for (int j = 0; j < k; ++j) {
+      bufs[j].assign(1000 * (j + 1) * (j + 1), static_cast<float>(rank + j));
+      works.push_back((*comm)->IAllReduce(bufs[j].data(), bufs[j].data(), bufs[j].size(), DataType::kFloat32,
+                                          ReduceOp::kSum));
+    }
+    int64_t x = rank + 1, y = 0;
+    RANK_OK((*comm)->AllReduce(&x, &y, 1, DataType::kInt64, ReduceOp::kProd));
+    RANK_CHECK(y == 2, "prod");
+    for (int j = 0; j < k; ++j) {
+      RANK_OK(works[j].Wait());
+      for (float v : bufs[j]) RANK_CHECK(v == static_cast<float>(1 + 2 * j), "async " + std::to_string(j));
+    }
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }));
+}
+
+// torch's new_group: 4 ranks split into evens and odds; rank order by key (reversed).
+TEST(CollectivesApi, SplitIntoTwoGroups) {
+  Options o = TestOptions();
+  ExpectAllOk(RunRanks(4, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    auto sub = (*comm)->Split(rank % 2, /*key=*/-rank);
+    RANK_OK(sub.status());
+    RANK_CHECK(*sub != nullptr, "no sub-communicator");
+    RANK_CHECK((*sub)->size() == 2, "size");
+    RANK_CHECK((*sub)->rank() == (rank < 2 ? 1 : 0), "rank by key");
+    int32_t v = rank, sum = 0;
+    RANK_OK((*sub)->AllReduce(&v, &sum, 1, DataType::kInt32, ReduceOp::kSum));
+    RANK_CHECK(sum == (rank % 2 == 0 ? 0 + 2 : 1 + 3), "sum in group");
+    // The parent still works while the child exists.
+    RANK_OK((*comm)->AllReduce(&v, &sum, 1, DataType::kInt32, ReduceOp::kSum));
+    RANK_CHECK(sum == 6, "sum in parent");
+    auto none = (*comm)->Split(rank == 0 ? -1 : 0, 0);
+    RANK_OK(none.status());
+    RANK_CHECK((rank == 0) == (*none == nullptr), "negative color gives no communicator");
+    if (*none) RANK_OK((*none)->Barrier());
+    if (*none) RANK_OK((*none)->Shutdown());
+    RANK_OK((*sub)->Shutdown());
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }));
+}
+
+// Rank 0 calls all_reduce, rank 1 broadcast: both get an error naming both calls.
+TEST(CollectivesApi, MismatchedCollectivesNameBothCalls) {
+  Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    std::vector<float> buf(4096, 1.0f);
+    Status st = rank == 0 ? (*comm)->AllReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum)
+                          : (*comm)->Broadcast(buf.data(), buf.size(), DataType::kFloat32, 1);
+    std::fprintf(stderr, "rank %d: %s\n", rank, st.ToString().c_str());
+    if (st.ok()) {
+      // A root whose sends all went out cannot know yet; its next call learns of the
+      // mismatch through the peer's abort.
+      st = (*comm)->Barrier();
+      std::fprintf(stderr, "rank %d then: %s\n", rank, st.ToString().c_str());
+      RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
+    }
+    RANK_CHECK(st.code() == StatusCode::kMismatch || st.code() == StatusCode::kPeerFailed, st.ToString());
+    // Either way the message names both calls.
+    RANK_CHECK(st.message().find("all_reduce") != std::string::npos, st.message());
+    RANK_CHECK(st.message().find("broadcast") != std::string::npos, st.message());
+    return 0;
+  }));
+}
+
+TEST(CollectivesApi, BadArgumentsAreNamed) {
+  Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    float x = 0;
+    Status st = (*comm)->Broadcast(&x, 1, DataType::kFloat32, 2);
+    RANK_CHECK(st.code() == StatusCode::kInvalidArgument && st.message().find("root 2") != std::string::npos,
+               st.ToString());
+    st = (*comm)->AllReduce(nullptr, &x, 1, DataType::kFloat32, ReduceOp::kSum);
+    RANK_CHECK(st.code() == StatusCode::kInvalidArgument && st.message().find("send buffer") != std::string::npos,
+               st.ToString());
+    st = (*comm)->AllReduce(&x, &x, 1, static_cast<DataType>(42), ReduceOp::kSum);
+    RANK_CHECK(st.code() == StatusCode::kInvalidArgument && st.message().find("dtype 42") != std::string::npos,
+               st.ToString());
+    // Bad arguments fail locally and leave the communicator usable.
+    RANK_OK((*comm)->AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum));
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }));
+}
+
+}  // namespace
+}  // namespace chorus

@@ -1,0 +1,45 @@
+#include "tests/transport/mesh.h"
+
+#include <thread>
+
+namespace chorus::transport::testing {
+
+Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOptions& o) {
+  std::vector<std::unique_ptr<TcpTransport>> ts;
+  std::vector<PeerAddress> addrs;
+  for (int r = 0; r < n; ++r) {
+    TcpOptions opts;
+    opts.engine = o.engine;
+    opts.nsockets = o.nsockets;
+    opts.stripe_min_bytes = o.stripe_min_bytes;
+    opts.timeout_ms = o.timeout_ms;
+    opts.socket_bufsize = 1 << 20;
+    auto t = TcpTransport::Listen(r, n, o.comm_id, opts);
+    if (!t.ok()) return t.status();
+    addrs.push_back({t.value()->address(), "localhost"});
+    ts.push_back(std::move(t.value()));
+  }
+  std::vector<Status> st(n);
+  std::vector<std::thread> threads;
+  Deadline d = Deadline::After(std::chrono::seconds(20));
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = ts[r]->Connect(addrs, d); });
+  for (auto& t : threads) t.join();
+  for (const Status& s : st) CHORUS_RETURN_IF_ERROR(s);
+  return ts;
+}
+
+void Fill(std::vector<char>* buf, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < buf->size(); ++i) {
+    x = x * 1103515245u + 12345u;
+    (*buf)[i] = static_cast<char>(x >> 24);
+  }
+}
+
+bool Check(const std::vector<char>& buf, uint32_t seed) {
+  std::vector<char> want(buf.size());
+  Fill(&want, seed);
+  return want == buf;
+}
+
+}  // namespace chorus::transport::testing

@@ -1,0 +1,176 @@
+#include "tools/perf/runner.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "tools/perf/pattern.h"
+
+namespace chorus {
+namespace perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Buffers aligned like malloc's large allocations; zeroed once so pages are mapped
+// before timing.
+struct Buffer {
+  std::vector<char> bytes;
+  void* data() { return bytes.empty() ? nullptr : bytes.data(); }
+};
+
+// Host names of all ranks, gathered through the backend itself (a uint8 all_gather of
+// fixed-size records); falls back to this rank's name only.
+std::vector<std::string> GatherHosts(Backend& b) {
+  constexpr size_t kLen = 64;
+  char name[kLen] = {0};
+  ::gethostname(name, kLen - 1);
+  std::vector<char> all(kLen * b.size(), 0);
+  if (!b.AllGather(name, all.data(), kLen, DataType::kUint8).ok()) return {name};
+  std::vector<std::string> hosts;
+  for (int r = 0; r < b.size(); ++r) hosts.emplace_back(all.data() + r * kLen, strnlen(all.data() + r * kLen, kLen));
+  return hosts;
+}
+
+
+// One mode (out of place or in place) for one size: warmup, timed loop, checked call.
+Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in_place, Buffer& send_buf,
+               Buffer& recv_buf, ModeResult* result) {
+  const size_t elt = DataTypeSize(o.dtype);
+  const int rank = b.rank();
+  void* send = nullptr;
+  void* recv = nullptr;
+  if (in_place) {
+    char* base = static_cast<char*>(recv_buf.data());
+    send = base + shape.inplace_send_offset * elt;
+    recv = base + shape.inplace_recv_offset * elt;
+  } else {
+    send = send_buf.data();
+    recv = recv_buf.data();
+  }
+  CallArgs args;
+  args.send = send;
+  args.recv = recv;
+  args.count = shape.param_count;
+  args.dtype = o.dtype;
+  args.op = o.op;
+  args.root = o.root;
+
+  auto fill = [&] {
+    if (o.coll == Collective::kBarrier) return;
+    if (in_place) ClearBuffer(o.dtype, std::max(shape.send_count, shape.recv_count), recv_buf.data());
+    else ClearBuffer(o.dtype, shape.recv_count, recv);
+    FillInput(o.coll, o.dtype, o.op, rank, shape.send_count, send);
+  };
+
+  fill();
+  for (int i = 0; i < o.warmup_iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+  CHORUS_RETURN_IF_ERROR(b.Barrier());
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+  const double local_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
+  Result<double> max_us = b.AllReduceMaxDouble(local_us);
+  if (!max_us.ok()) return max_us.status();
+  result->ran = true;
+  result->time_us = max_us.value();
+  ComputeBandwidth(o.coll, b.size(), static_cast<int64_t>(shape.bytes), result);
+
+  if (o.check && o.coll != Collective::kBarrier) {
+    // Like nccl-tests: inputs are re-filled (in place they were overwritten) and one more
+    // call's result is checked.
+    fill();
+    CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+    const int64_t wrong = CountWrong(o.coll, o.dtype, o.op, rank, b.size(), o.root, shape, recv);
+    Result<double> total = b.AllReduceSumDouble(static_cast<double>(wrong));
+    if (!total.ok()) return total.status();
+    result->checked = true;
+    result->wrong = static_cast<int64_t>(total.value());
+  }
+  return Status::Ok();
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  if (!f) return IoError("cannot open '" + path + "' for writing", errno);
+  f << text;
+  f.close();
+  if (!f) return IoError("writing '" + path + "'", errno);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& out) {
+  const int n = b.size();
+  const bool printer = b.rank() == 0;
+  if (HasRoot(o.coll) && o.root >= n) {
+    return InvalidArgument("--root " + std::to_string(o.root) + " is not a rank (world size " + std::to_string(n) + ")");
+  }
+  CHORUS_RETURN_IF_ERROR(b.Supports(o.coll, o.dtype, o.op));
+
+  RunInfo info;
+  info.backend = b.name();
+  info.algo = b.algo();
+  info.description = b.description();
+  info.coll = o.coll;
+  info.nranks = n;
+  info.hosts = GatherHosts(b);
+  info.iters = o.iters;
+  info.warmup_iters = o.warmup_iters;
+  info.check = o.check && o.coll != Collective::kBarrier;
+  if (printer) out << FormatHeader(info) << FormatColumnHeader() << std::flush;
+
+  std::vector<int64_t> sizes = SizeSweep(o);
+  if (o.coll == Collective::kBarrier) sizes = {0};  // no payload: one line
+  RunSummary summary;
+  Buffer send_buf, recv_buf;
+  for (int64_t requested : sizes) {
+    const CollShape shape = ShapeFor(o.coll, static_cast<size_t>(requested), o.dtype, n, b.rank());
+    if (shape.send_count > static_cast<size_t>(INT_MAX) || shape.recv_count > static_cast<size_t>(INT_MAX)) {
+      return InvalidArgument("size " + std::to_string(requested) + " B is more than 2^31 elements");
+    }
+    const size_t elt = DataTypeSize(o.dtype);
+    const size_t buf_elems = std::max(shape.send_count, shape.recv_count);
+    send_buf.bytes.resize(shape.send_count * elt);
+    recv_buf.bytes.resize(buf_elems * elt);  // also the in-place buffer
+
+    Line line;
+    line.bytes = static_cast<int64_t>(shape.bytes);
+    line.count = static_cast<int64_t>(shape.param_count);
+    line.type = NcclTypeName(o.dtype);
+    line.redop = HasReduceOp(o.coll) ? ReduceOpName(o.op) : "none";
+    line.root = HasRoot(o.coll) ? o.root : -1;
+    CHORUS_RETURN_IF_ERROR(RunMode(b, o, shape, false, send_buf, recv_buf, &line.out_of_place)
+                               .WithContext(std::string(CollectiveName(o.coll)) + " out-of-place " +
+                                            std::to_string(shape.bytes) + " B"));
+    if (o.coll != Collective::kBarrier) {
+      CHORUS_RETURN_IF_ERROR(RunMode(b, o, shape, true, send_buf, recv_buf, &line.in_place)
+                                 .WithContext(std::string(CollectiveName(o.coll)) + " in-place " +
+                                              std::to_string(shape.bytes) + " B"));
+    }
+    summary.total_wrong += line.out_of_place.wrong + line.in_place.wrong;
+    if (printer) {
+      out << FormatLine(line) << std::flush;
+      if (o.progress) std::cerr << "[chorus_perf] " << line.bytes << " B done\n";
+    }
+    summary.lines.push_back(line);
+  }
+  if (printer) {
+    out << FormatFooter(summary.lines, info.check) << std::flush;
+    if (!o.csv_path.empty()) {
+      std::string csv = CsvHeader();
+      for (const Line& l : summary.lines) csv += CsvRow(info, l);
+      CHORUS_RETURN_IF_ERROR(WriteFile(o.csv_path, csv));
+    }
+    if (!o.json_path.empty()) CHORUS_RETURN_IF_ERROR(WriteFile(o.json_path, FormatJson(info, summary.lines)));
+  }
+  return summary;
+}
+
+}  // namespace perf
+}  // namespace chorus

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command: bootstraps the machine (apt), then runs `bazel test //...`
+# and prints "N passed, N failed, N skipped" counted from every test case's result.
+# Extra arguments go to bazel test (e.g. tools/test.sh //tests/chorus/...).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+tools/bootstrap.sh || exit 1
+
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(//...)
+
+bazel_flags=()
+if [ "${CI:-}" = "true" ]; then
+  # A CI run must really run the tests, never replay cached results.
+  bazel_flags+=(--nocache_test_results)
+fi
+
+bazel test "${bazel_flags[@]}" "${targets[@]}"
+rc=$?
+# Count the test cases of exactly the targets this run covered (cached ones included).
+labels=$(mktemp)
+set_expr="tests(set(${targets[*]}))"
+bazel query "$set_expr except attr(tags, manual, $set_expr)" 2>/dev/null | grep '^//' >"$labels"
+python3 tools/count_tests.py bazel-testlogs --bazel-exit "$rc" --labels "$labels"
+count_rc=$?
+rm -f "$labels"
+[ $rc -ne 0 ] && exit $rc
+exit $count_rc

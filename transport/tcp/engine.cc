@@ -1,0 +1,651 @@
+#include "transport/tcp/engine.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+#include "chorus/log.h"
+
+namespace chorus::transport::tcp {
+namespace {
+
+// How long an aborting engine keeps trying to deliver its ABORT frames.
+// Tags that agree above these bits belong to one call (see Transport::Recv).
+constexpr int kTagGroupShift = 16;
+constexpr auto kAbortLinger = std::chrono::milliseconds(1000);
+
+std::string ErrnoText(int64_t res) { return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res)); }
+
+}  // namespace
+
+Status Conn::OnDataHeader(const FrameHeader& h, RecvDest* dest) { return engine->OnDataHeader(this, h, dest); }
+Status Conn::OnDataDone(const FrameHeader& h, void* cookie) { return engine->OnDataDone(this, h, cookie); }
+Status Conn::OnAbortFrame(const std::string& reason) { return engine->OnAbortFrame(this, reason); }
+
+Engine::Engine(const EngineOptions& opts, std::vector<PeerInfo> peers)
+    : opts_(opts), rank_(opts.rank), size_(opts.size), peers_(static_cast<size_t>(opts.size)) {
+  for (int p = 0; p < size_ && p < static_cast<int>(peers.size()); ++p) peers_[p].info = std::move(peers[p]);
+}
+
+Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& opts, std::vector<PeerInfo> peers,
+                                              std::vector<std::vector<UniqueFd>> sockets) {
+  std::unique_ptr<Engine> e(new Engine(opts, std::move(peers)));
+  e->wake_fd_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!e->wake_fd_.valid()) return IoError("eventfd", errno);
+  // The ring is created on the engine thread: it is the ring's only submitter.
+  std::promise<Status> started;
+  std::future<Status> ready = started.get_future();
+  e->thread_ = std::thread(&Engine::Run, e.get(), &sockets, &started);
+  Status st = ready.get();
+  if (!st.ok()) {
+    e->thread_.join();
+    return st;
+  }
+  return e;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_requested_ = true;
+  }
+  has_cmds_.store(true);
+  uint64_t one = 1;
+  if (write(wake_fd_.get(), &one, sizeof(one)) < 0) {
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::Run(std::vector<std::vector<UniqueFd>>* sockets, std::promise<Status>* started) {
+  Status st = Init(sockets);
+  started->set_value(st);
+  if (!st.ok()) return;
+  Loop();
+  Teardown();
+}
+
+Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
+  int nconns = 0;
+  for (auto& v : *sockets) nconns += static_cast<int>(v.size());
+  if (opts_.use_uring) {
+    Result<std::unique_ptr<Poller>> p = MakeUringPoller(this, wake_fd_.get(), nconns);
+    if (p.ok()) {
+      poller_ = std::move(p.value());
+    } else if (!opts_.fallback_to_epoll) {
+      return p.status().WithContext("rank " + std::to_string(rank_) + ": CHORUS_TCP_ENGINE=uring");
+    } else {
+      CHORUS_INFO("io_uring unavailable (" << p.status().message() << "), using the epoll engine");
+    }
+  }
+  if (!poller_) {
+    Result<std::unique_ptr<Poller>> p = MakeEpollPoller(this, wake_fd_.get());
+    if (!p.ok()) return p.status();
+    poller_ = std::move(p.value());
+  }
+  engine_name_ = poller_->name();
+  for (int p = 0; p < size_ && p < static_cast<int>(sockets->size()); ++p) {
+    std::vector<UniqueFd>& fds = (*sockets)[p];
+    for (size_t i = 0; i < fds.size(); ++i) {
+      peers_[p].conns.push_back(std::make_unique<Conn>(this, p, static_cast<int>(i), std::move(fds[i])));
+      CHORUS_RETURN_IF_ERROR(poller_->Add(peers_[p].conns.back().get()));
+    }
+  }
+  return Status::Ok();
+}
+
+void Engine::Loop() {
+  for (;;) {
+    DrainCommands();
+    FinalizeFailedPeers();
+    CheckTimeouts();
+    if (!aborting_ && stopping_) {
+      if (active_ == 0) break;
+      BeginAbort(AbortedError("transport destroyed with " + std::to_string(active_) + " requests pending"));
+    }
+    if (aborting_ && ProgressAbort()) break;
+    int timeout = NextTimeoutMs();
+    // Dekker-style hand-shake with Post(): either we see its command, or it sees us
+    // asleep and writes the eventfd.
+    sleeping_.store(true);
+    if (has_cmds_.load()) timeout = 0;
+    Status st = poller_->Poll(timeout);
+    sleeping_.store(false);
+    if (!st.ok() && !aborting_) BeginAbort(st.WithContext("rank " + std::to_string(rank_) + " TCP engine"));
+  }
+}
+
+void Engine::Teardown() {
+  for (Peer& p : peers_) {
+    for (auto& c : p.conns) poller_->Remove(c.get());
+  }
+  poller_.reset();
+  for (Peer& p : peers_) p.conns.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  if (closed_status_.ok()) closed_status_ = aborting_ ? abort_status_ : AbortedError("transport closed");
+  // Posted after the last drain: nobody else will complete them.
+  for (const TcpRequestPtr& r : cmds_) r->Complete(closed_status_);
+  cmds_.clear();
+  exited_ = true;
+  exit_cv_.notify_all();
+}
+
+// ---- Application threads ----
+
+RequestPtr Engine::Post(TcpRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
+  auto req = std::make_shared<TcpRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) {
+      req->Complete(closed_status_);
+      return req;
+    }
+    cmds_.push_back(req);
+  }
+  has_cmds_.store(true);
+  if (sleeping_.load()) {
+    uint64_t one = 1;
+    if (write(wake_fd_.get(), &one, sizeof(one)) < 0) {
+    }
+  }
+  return req;
+}
+
+void Engine::Abort(const Status& reason) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!closed_) {
+    closed_ = true;
+    closed_status_ = reason;
+    abort_requested_ = true;
+    abort_reason_ = reason;
+    has_cmds_.store(true);
+    uint64_t one = 1;
+    if (write(wake_fd_.get(), &one, sizeof(one)) < 0) {
+    }
+  }
+  // Returns once the engine thread touches no user buffer any more.
+  exit_cv_.wait(lock, [this] { return exited_; });
+}
+
+void Engine::ReleaseTags(uint64_t first, uint64_t last) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    releases_.emplace_back(first, last);
+  }
+  has_cmds_.store(true);  // handled with the next wake-up; no need to wake the engine now
+}
+
+Status Engine::health() {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  return health_;
+}
+
+void Engine::SetHealth(const Status& st) {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  if (health_.ok()) health_ = st;
+}
+
+// ---- Engine thread: commands ----
+
+void Engine::DrainCommands() {
+  std::vector<TcpRequestPtr> cmds;
+  std::vector<std::pair<uint64_t, uint64_t>> releases;
+  bool abort = false, stop = false;
+  Status reason;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cmds.swap(cmds_);
+    releases.swap(releases_);
+    has_cmds_.store(false);
+    abort = abort_requested_;
+    abort_requested_ = false;
+    reason = abort_reason_;
+    stop = stop_requested_;
+  }
+  for (TcpRequestPtr& req : cmds) {
+    ++active_;
+    Track(req);
+    if (aborting_) {
+      Finish(req, abort_status_);
+    } else if (req->kind() == TcpRequest::Kind::kSend) {
+      PostSend(req);
+    } else {
+      PostRecv(req);
+    }
+  }
+  // Tags of finished collectives: every message with them has been matched, so their
+  // sequence counters can go (the map would otherwise grow with every call).
+  for (const auto& [first, last] : releases) {
+    for (Peer& p : peers_) {
+      for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last;) {
+        it = it->second.msgs.empty() ? p.tags.erase(it) : std::next(it);
+      }
+      p.group_fp.erase(p.group_fp.lower_bound(first >> kTagGroupShift),
+                       p.group_fp.upper_bound(last >> kTagGroupShift));
+    }
+  }
+  if (abort && !aborting_) BeginAbort(reason);
+  if (stop) stopping_ = true;
+}
+
+void Engine::Finish(const TcpRequestPtr& req, const Status& st, uint64_t remote_fp) {
+  if (req->Complete(st, remote_fp)) --active_;
+}
+
+void Engine::PostSend(const TcpRequestPtr& req) {
+  const int p = req->peer();
+  if (!peers_[p].error.ok()) return Finish(req, peers_[p].error);
+  if (p == rank_) return SelfSend(req);
+  TagState& ts = peers_[p].tags[req->tag()];
+  FrameHeader h;
+  h.type = FrameType::kData;
+  h.tag = req->tag();
+  h.tag_seq = ts.next_send_seq++;
+  h.total_len = req->bytes();
+  h.fingerprint = req->fingerprint();
+  std::vector<std::unique_ptr<Conn>>& conns = peers_[p].conns;
+  const uint64_t n = conns.size();
+  // Large messages go in n contiguous stripes, one per socket, so all sockets carry
+  // the transfer; smaller ones go whole, spread over the sockets round robin.
+  const bool stripe = n > 1 && req->bytes() >= static_cast<uint64_t>(opts_.stripe_min_bytes) && req->bytes() >= n;
+  const uint64_t nframes = stripe ? n : 1;
+  req->pending_frames = static_cast<int>(nframes);
+  const uint64_t first = stripe ? 0 : (peers_[p].rr++ % n);
+  for (uint64_t i = 0; i < nframes; ++i) {
+    h.offset = req->bytes() * i / nframes;
+    h.len = req->bytes() * (i + 1) / nframes - h.offset;
+    Conn* c = conns[(first + i) % n].get();
+    c->tx.Push(h, req->buf() + h.offset, req);
+    poller_->StartSend(c);
+  }
+}
+
+void Engine::SelfSend(const TcpRequestPtr& req) {
+  TagState& ts = peers_[rank_].tags[req->tag()];
+  const uint64_t seq = ts.next_send_seq++;
+  std::unique_ptr<InMsg>& slot = ts.msgs[seq];
+  if (!slot) slot = std::make_unique<InMsg>();
+  InMsg& m = *slot;
+  m.header_seen = true;
+  m.total_len = req->bytes();
+  m.fingerprint = req->fingerprint();
+  m.frames_seen = 1;
+  m.bytes_done = req->bytes();
+  if (m.recv) {
+    Status st = CheckMatch(rank_, req->tag(), m.total_len, m.fingerprint, *m.recv);
+    if (st.ok() && req->bytes() > 0) std::memcpy(m.recv->buf(), req->buf(), req->bytes());
+    Finish(m.recv, st, st.ok() ? 0 : m.fingerprint);
+    ts.msgs.erase(seq);
+  } else if (req->bytes() > 0) {
+    // Not received yet: keep a copy so the send completes at once (as MPI's eager path).
+    m.ubuf.reset(new char[req->bytes()]);
+    std::memcpy(m.ubuf.get(), req->buf(), req->bytes());
+  }
+  Finish(req, Status::Ok());
+}
+
+void Engine::PostRecv(const TcpRequestPtr& req) {
+  const int p = req->peer();
+  if (!peers_[p].error.ok()) return Finish(req, peers_[p].error);
+  TagState& ts = peers_[p].tags[req->tag()];
+  const uint64_t seq = ts.next_recv_seq++;
+  std::unique_ptr<InMsg>& slot = ts.msgs[seq];
+  if (!slot) slot = std::make_unique<InMsg>();
+  InMsg& m = *slot;
+  m.recv = req;
+  if (req->fingerprint() != 0) {
+    const uint64_t group = req->tag() >> kTagGroupShift;
+    peers_[p].group_fp.emplace(group, req->fingerprint());
+    if (uint64_t other = ConflictingFingerprint(peers_[p], group, req->fingerprint())) {
+      Finish(req, MismatchError("rank " + std::to_string(p) + " sent tag " + std::to_string(req->tag() & ~0xffffull) +
+                                "+ for a different call than rank " + std::to_string(rank_) + " expected"),
+             other);
+      m.recv.reset();
+      m.discard = true;
+      MaybeComplete(ts, seq);
+      return;
+    }
+  }
+  if (!m.header_seen) return;  // frames will be received straight into the buffer
+  Status st = CheckMatch(p, req->tag(), m.total_len, m.fingerprint, *req);
+  if (!st.ok()) {
+    Finish(req, st, m.fingerprint);
+    m.recv.reset();
+    m.discard = true;
+  }
+  MaybeComplete(ts, seq);
+}
+
+uint64_t Engine::ConflictingFingerprint(const Peer& p, uint64_t group, uint64_t fp) const {
+  const uint64_t first = group << kTagGroupShift, last = first | ((uint64_t{1} << kTagGroupShift) - 1);
+  for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last; ++it) {
+    for (const auto& [seq, m] : it->second.msgs) {
+      if (m->header_seen && m->fingerprint != 0 && m->fingerprint != fp) return m->fingerprint;
+    }
+  }
+  return 0;
+}
+
+void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
+  Peer& p = peers_[peer];
+  const uint64_t first = group << kTagGroupShift, last = first | ((uint64_t{1} << kTagGroupShift) - 1);
+  for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last; ++it) {
+    for (auto& [seq, m] : it->second.msgs) {
+      if (!m->recv) continue;
+      Finish(m->recv,
+             MismatchError("rank " + std::to_string(peer) + " sent tag " + std::to_string(it->first) +
+                           " for a different call than rank " + std::to_string(rank_) + " expected"),
+             remote_fp);
+      m->recv.reset();
+      m->discard = true;
+    }
+  }
+}
+
+Status Engine::CheckMatch(int peer, uint64_t tag, uint64_t total_len, uint64_t fingerprint,
+                          const TcpRequest& recv) const {
+  if (total_len != recv.bytes()) {
+    return MismatchError("rank " + std::to_string(peer) + " sent " + std::to_string(total_len) + " bytes with tag " +
+                         std::to_string(tag) + ", rank " + std::to_string(rank_) + " posted a receive of " +
+                         std::to_string(recv.bytes()) + " bytes");
+  }
+  if (recv.fingerprint() != 0 && fingerprint != recv.fingerprint()) {
+    return MismatchError("rank " + std::to_string(peer) + " sent tag " + std::to_string(tag) +
+                         " for a different call than rank " + std::to_string(rank_) + " expected");
+  }
+  return Status::Ok();
+}
+
+void Engine::MaybeComplete(TagState& ts, uint64_t seq) {
+  auto it = ts.msgs.find(seq);
+  if (it == ts.msgs.end()) return;
+  InMsg& m = *it->second;
+  const bool complete = m.header_seen && m.bytes_done == m.total_len && m.frames_seen > 0;
+  if (!complete) return;
+  if (m.discard) {
+    ts.msgs.erase(it);
+  } else if (m.recv) {
+    if (m.ubuf && m.total_len > 0) std::memcpy(m.recv->buf(), m.ubuf.get(), m.total_len);
+    Finish(m.recv, Status::Ok());
+    ts.msgs.erase(it);
+  }
+  // else: an unexpected message, kept until its Recv is posted.
+}
+
+void Engine::FrameResolved(const TcpRequestPtr& req, const Status& st) {
+  if (!st.ok() && req->first_error.ok()) req->first_error = st;
+  if (--req->pending_frames <= 0) Finish(req, req->first_error);
+}
+
+// ---- Engine thread: frames from the state machines ----
+
+Status Engine::OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest) {
+  Peer& peer = peers_[c->peer];
+  TagState& ts = peer.tags[h.tag];
+  std::unique_ptr<InMsg>& slot = ts.msgs[h.tag_seq];
+  if (!slot) slot = std::make_unique<InMsg>();
+  InMsg& m = *slot;
+  if (!m.header_seen) {
+    m.header_seen = true;
+    m.total_len = h.total_len;
+    m.fingerprint = h.fingerprint;
+    if (h.fingerprint != 0) {
+      auto g = peer.group_fp.find(h.tag >> kTagGroupShift);
+      if (g != peer.group_fp.end() && g->second != h.fingerprint) FailGroup(c->peer, g->first, h.fingerprint);
+    }
+    if (m.recv) {
+      Status st = CheckMatch(c->peer, h.tag, h.total_len, h.fingerprint, *m.recv);
+      if (!st.ok()) {
+        Finish(m.recv, st, h.fingerprint);
+        m.recv.reset();
+        m.discard = true;
+      }
+    }
+  } else if (m.total_len != h.total_len) {
+    return ProtocolError("rank " + std::to_string(rank_) + ": " + PeerDesc(c->peer) + " sent stripes of tag " +
+                         std::to_string(h.tag) + " message " + std::to_string(h.tag_seq) +
+                         " with different total sizes (" + std::to_string(m.total_len) + " and " +
+                         std::to_string(h.total_len) + ")");
+  }
+  if (m.discard || h.len == 0) {
+    dest->ptr = nullptr;
+  } else if (m.recv && !m.ubuf) {
+    dest->ptr = m.recv->buf() + h.offset;  // zero copy into the posted buffer
+  } else {
+    if (!m.ubuf) m.ubuf.reset(new char[m.total_len]);
+    dest->ptr = m.ubuf.get() + h.offset;
+  }
+  return Status::Ok();
+}
+
+Status Engine::OnDataDone(Conn* c, const FrameHeader& h, void*) {
+  TagState& ts = peers_[c->peer].tags[h.tag];
+  auto it = ts.msgs.find(h.tag_seq);
+  if (it == ts.msgs.end()) return Status::Ok();
+  it->second->bytes_done += h.len;
+  it->second->frames_seen += 1;
+  MaybeComplete(ts, h.tag_seq);
+  return Status::Ok();
+}
+
+Status Engine::OnAbortFrame(Conn* c, const std::string& reason) {
+  const Peer& p = peers_[c->peer];
+  Status st = PeerFailed("rank " + std::to_string(c->peer) + " (host " + p.info.host + ") aborted: " + reason);
+  FailPeer(c->peer, st);
+  // The peer's communicator is dead, so every call on this one is doomed as well:
+  // stop now and tell the other peers, whatever they were waiting for.
+  if (!aborting_) BeginAbort(st);
+  return Status::Ok();
+}
+
+// ---- Engine thread: I/O results ----
+
+void Engine::OnRecvResult(Conn* c, int64_t res) {
+  if (c->shut) return;
+  if (res > 0) {
+    Status st = c->rx.OnReceived(static_cast<size_t>(res));
+    if (!st.ok()) FailPeer(c->peer, st.WithContext("rank " + std::to_string(rank_) + ": stream from " + PeerDesc(c->peer)));
+    return;
+  }
+  if (res == -EINTR || res == -EAGAIN) return;
+  FailPeer(c->peer, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) + " lost: " +
+                               ErrnoText(res)));
+}
+
+void Engine::OnSendResult(Conn* c, int64_t res) {
+  if (res >= 0) {
+    sent_scratch_.clear();
+    c->tx.OnSent(static_cast<size_t>(res), &sent_scratch_);
+    for (const TcpRequestPtr& r : sent_scratch_) FrameResolved(r, Status::Ok());
+    sent_scratch_.clear();
+    if (c->abort_pending && !c->shut) {
+      // Now no send is in flight: replace what has not started with the ABORT frame.
+      for (const TcpRequestPtr& r : c->tx.Drop(false)) FrameResolved(r, abort_status_);
+      FrameHeader h;
+      h.type = FrameType::kAbort;
+      std::string text = abort_status_.message().substr(0, kMaxReasonLen);
+      h.len = h.total_len = text.size();
+      c->tx.PushOwned(h, std::move(text));
+      c->abort_pending = false;
+    }
+    return;
+  }
+  if (c->shut || res == -EINTR || res == -EAGAIN) return;
+  FailPeer(c->peer, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
+                               " lost while sending: " + ErrnoText(res)));
+}
+
+// ---- Failures, aborts, timeouts ----
+
+void Engine::FailPeer(int peer, const Status& st) {
+  Peer& p = peers_[peer];
+  if (!p.error.ok()) return;
+  if (peer == rank_) return;
+  p.error = st;
+  bool pending = false;
+  for (auto& c : p.conns) pending = pending || !c->tx.empty();
+  for (auto& [tag, ts] : p.tags) {
+    for (auto& [seq, m] : ts.msgs) pending = pending || m->recv != nullptr;
+  }
+  // Even with nothing outstanding the communicator has lost a member: health() says
+  // so (the shutdown barrier is skipped) and requests posted to it later fail with st.
+  SetHealth(st);
+  if (pending || aborting_) {
+    CHORUS_WARN(st.message());
+    // Requests to other peers belong to the same calls: fail them too (and tell those
+    // peers) rather than leave them waiting for data that depends on the lost rank.
+    if (!aborting_) BeginAbort(st);
+  } else {
+    CHORUS_INFO(st.message());
+  }
+  for (auto& c : p.conns) {
+    c->shut = true;
+    ::shutdown(c->fd.get(), SHUT_RDWR);
+    poller_->Cancel(c.get());
+  }
+  failing_.push_back(peer);
+}
+
+void Engine::FinalizeFailedPeers() {
+  // A failed peer's requests complete only once no I/O on its sockets is in flight:
+  // the kernel may still be writing into (or reading from) their buffers until then.
+  for (size_t i = 0; i < failing_.size();) {
+    Peer& p = peers_[failing_[i]];
+    bool busy = false;
+    for (auto& c : p.conns) busy = busy || c->recv_inflight || c->send_inflight;
+    if (busy) {
+      ++i;
+      continue;
+    }
+    for (auto& c : p.conns) {
+      for (const TcpRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, p.error);
+      poller_->Remove(c.get());
+    }
+    for (auto& [tag, ts] : p.tags) {
+      for (auto& [seq, m] : ts.msgs) {
+        if (m->recv) Finish(m->recv, p.error);
+      }
+      ts.msgs.clear();
+    }
+    failing_.erase(failing_.begin() + static_cast<long>(i));
+  }
+}
+
+void Engine::BeginAbort(const Status& reason) {
+  aborting_ = true;
+  abort_status_ = reason;
+  SetHealth(reason);
+  {
+    // From now on posts fail at once with the reason.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_) {
+      closed_ = true;
+      closed_status_ = reason;
+    }
+  }
+  linger_deadline_ = Clock::now() + kAbortLinger;
+  for (Peer& p : peers_) {
+    if (!p.error.ok()) continue;
+    for (auto& c : p.conns) {
+      if (c->send_inflight) {
+        c->abort_pending = true;  // queued when the send in flight completes
+        continue;
+      }
+      for (const TcpRequestPtr& r : c->tx.Drop(false)) FrameResolved(r, reason);
+      FrameHeader h;
+      h.type = FrameType::kAbort;
+      std::string text = reason.message().substr(0, kMaxReasonLen);
+      h.len = h.total_len = text.size();
+      c->tx.PushOwned(h, std::move(text));
+      poller_->StartSend(c.get());
+      break;  // one ABORT per peer is enough
+    }
+  }
+}
+
+bool Engine::ProgressAbort() {
+  // 1. Give the ABORT frames a bounded time to leave.
+  if (Clock::now() < linger_deadline_) {
+    bool sending = false;
+    for (Peer& p : peers_) {
+      if (!p.error.ok()) continue;
+      for (auto& c : p.conns) sending = sending || c->abort_pending || (!c->tx.empty() && !c->shut);
+    }
+    if (sending) return false;
+  }
+  // 2. Close every socket and wait for operations in flight to come back.
+  bool busy = false;
+  for (Peer& p : peers_) {
+    for (auto& c : p.conns) {
+      if (!c->shut) {
+        c->shut = true;
+        ::shutdown(c->fd.get(), SHUT_RDWR);
+        poller_->Cancel(c.get());
+      }
+      busy = busy || c->recv_inflight || c->send_inflight;
+    }
+  }
+  if (busy) return false;
+  // 3. Fail everything still posted.
+  for (Peer& p : peers_) {
+    const Status& st = p.error.ok() ? abort_status_ : p.error;
+    for (auto& c : p.conns) {
+      for (const TcpRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, st);
+    }
+    for (auto& [tag, ts] : p.tags) {
+      for (auto& [seq, m] : ts.msgs) {
+        if (m->recv) Finish(m->recv, st);
+      }
+      ts.msgs.clear();
+    }
+  }
+  for (const TcpRequestPtr& r : timeouts_) Finish(r, abort_status_);
+  timeouts_.clear();
+  return true;
+}
+
+void Engine::Track(const TcpRequestPtr& req) {
+  req->deadline = Clock::now() + std::chrono::milliseconds(opts_.timeout_ms);
+  timeouts_.push_back(req);
+  if (timeouts_.size() >= timeouts_compact_at_) {
+    timeouts_.erase(std::remove_if(timeouts_.begin(), timeouts_.end(), [](const TcpRequestPtr& r) { return r->Test(); }),
+                    timeouts_.end());
+    timeouts_compact_at_ = std::max<size_t>(1024, 2 * timeouts_.size());
+  }
+}
+
+void Engine::CheckTimeouts() {
+  while (!timeouts_.empty() && timeouts_.front()->Test()) timeouts_.pop_front();
+  if (timeouts_.empty() || aborting_) return;
+  const TcpRequestPtr& r = timeouts_.front();
+  if (Clock::now() < r->deadline) return;
+  // A request that outlived its deadline may still be written by the kernel: the only
+  // safe way to give its buffer back is to stop the whole transport.
+  BeginAbort(TimeoutError("rank " + std::to_string(rank_) + ": " + r->Describe() + " with " +
+                          PeerDesc(r->peer()) + " did not finish within " + std::to_string(opts_.timeout_ms) + " ms"));
+}
+
+int Engine::NextTimeoutMs() {
+  int ms = -1;
+  if (aborting_ || !failing_.empty()) ms = 10;
+  while (!timeouts_.empty() && timeouts_.front()->Test()) timeouts_.pop_front();
+  if (!timeouts_.empty()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(timeouts_.front()->deadline - Clock::now()).count();
+    int t = static_cast<int>(std::clamp<int64_t>(left + 1, 1, 60 * 1000));
+    ms = ms < 0 ? t : std::min(ms, t);
+  }
+  return ms;
+}
+
+std::string Engine::PeerDesc(int peer) const {
+  const PeerInfo& info = peers_[peer].info;
+  std::string s = "rank " + std::to_string(peer);
+  if (!info.host.empty() || !info.address.empty()) s += " (host " + info.host + ", " + info.address + ")";
+  return s;
+}
+
+}  // namespace chorus::transport::tcp

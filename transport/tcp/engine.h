@@ -1,0 +1,160 @@
+// The progress engine of one TcpTransport: a thread that owns every socket, matches
+// incoming frames to posted receives, queues outgoing frames, and turns failures,
+// timeouts and aborts into request errors. The application thread only posts requests
+// (through a locked queue and an eventfd) and waits on them.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "chorus/status.h"
+#include "transport/tcp/conn.h"
+#include "transport/tcp/poller.h"
+#include "transport/tcp/request.h"
+#include "transport/tcp/socket_util.h"
+
+namespace chorus::transport::tcp {
+
+struct EngineOptions {
+  int rank = 0;
+  int size = 1;
+  int nsockets = 1;
+  int64_t stripe_min_bytes = 256 << 10;
+  int64_t timeout_ms = 30 * 60 * 1000;
+  bool use_uring = true;
+  bool fallback_to_epoll = false;  // engine "auto": epoll when the ring cannot be created
+};
+
+struct PeerInfo {
+  std::string host;
+  std::string address;
+};
+
+class Engine final : public IoHandler {
+ public:
+  // Takes the connected, handshaken sockets (sockets[peer][index]; empty for this rank)
+  // and starts the engine thread.
+  static Result<std::unique_ptr<Engine>> Start(const EngineOptions& opts, std::vector<PeerInfo> peers,
+                                               std::vector<std::vector<UniqueFd>> sockets);
+  // Stops the thread: Abort("transport destroyed") first when requests are pending.
+  ~Engine() override;
+
+  RequestPtr Post(TcpRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
+  void Abort(const Status& reason);
+  // Forgets the state of tags in [first, last] (see Transport::ReleaseTags).
+  void ReleaseTags(uint64_t first, uint64_t last);
+  Status health();
+  const std::string& engine_name() const { return engine_name_; }
+
+  // Engine thread: results from the poller and frames from the state machines.
+  void OnRecvResult(Conn* c, int64_t res) override;
+  void OnSendResult(Conn* c, int64_t res) override;
+  Status OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest);
+  Status OnDataDone(Conn* c, const FrameHeader& h, void* cookie);
+  Status OnAbortFrame(Conn* c, const std::string& reason);
+
+ private:
+  // One incoming message (peer, tag, tag_seq): created by whichever comes first, its
+  // posted Recv or its first frame header.
+  struct InMsg {
+    bool header_seen = false;
+    uint64_t total_len = 0;
+    uint64_t fingerprint = 0;
+    uint64_t bytes_done = 0;
+    int frames_seen = 0;
+    std::unique_ptr<char[]> ubuf;  // an unexpected message's bytes, until its Recv is posted
+    TcpRequestPtr recv;
+    bool discard = false;  // nobody will take it (size mismatch, timed-out Recv)
+  };
+  struct TagState {
+    uint64_t next_send_seq = 0;
+    uint64_t next_recv_seq = 0;
+    std::unordered_map<uint64_t, std::unique_ptr<InMsg>> msgs;
+  };
+  struct Peer {
+    PeerInfo info;
+    std::vector<std::unique_ptr<Conn>> conns;
+    Status error;  // set once the connection is broken
+    uint64_t rr = 0;
+    std::map<uint64_t, TagState> tags;  // ordered: ReleaseTags erases ranges
+    // Fingerprint declared by the Recvs of each tag group (tag >> 16, one call).
+    std::map<uint64_t, uint64_t> group_fp;
+  };
+
+  Engine(const EngineOptions& opts, std::vector<PeerInfo> peers);
+  void Run(std::vector<std::vector<UniqueFd>>* sockets, std::promise<Status>* started);
+  Status Init(std::vector<std::vector<UniqueFd>>* sockets);
+  void Loop();
+  void Teardown();
+
+  void DrainCommands();
+  void PostSend(const TcpRequestPtr& req);
+  void PostRecv(const TcpRequestPtr& req);
+  void SelfSend(const TcpRequestPtr& req);
+  void Finish(const TcpRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
+  void FrameResolved(const TcpRequestPtr& req, const Status& st);
+  void MaybeComplete(TagState& ts, uint64_t seq);
+  Status CheckMatch(int peer, uint64_t tag, uint64_t total_len, uint64_t fingerprint, const TcpRequest& recv) const;
+
+  // A frame of a call this rank is not in (same tag group, other fingerprint) fails
+  // every Recv of that group from the peer: the ranks called different collectives.
+  void FailGroup(int peer, uint64_t group, uint64_t remote_fp);
+  uint64_t ConflictingFingerprint(const Peer& p, uint64_t group, uint64_t fp) const;
+  void FailPeer(int peer, const Status& st);
+  void FinalizeFailedPeers();
+  void BeginAbort(const Status& reason);
+  bool ProgressAbort();  // true once everything is failed and no I/O is in flight
+  void Track(const TcpRequestPtr& req);
+  void CheckTimeouts();
+  int NextTimeoutMs();
+  void SetHealth(const Status& st);
+  std::string PeerDesc(int peer) const;  // "rank 1 (host h, 1.2.3.4:5)"
+
+  const EngineOptions opts_;
+  const int rank_;
+  const int size_;
+  std::vector<Peer> peers_;
+  UniqueFd wake_fd_;
+  std::unique_ptr<Poller> poller_;
+  std::string engine_name_;
+  std::thread thread_;
+
+  // Shared with application threads.
+  std::mutex mu_;
+  std::vector<TcpRequestPtr> cmds_;
+  std::vector<std::pair<uint64_t, uint64_t>> releases_;
+  bool closed_ = false;  // posts fail at once with closed_status_
+  Status closed_status_;
+  bool abort_requested_ = false;
+  Status abort_reason_;
+  bool stop_requested_ = false;
+  bool exited_ = false;
+  std::condition_variable exit_cv_;
+  std::atomic<bool> has_cmds_{false};
+  std::atomic<bool> sleeping_{false};
+  std::mutex health_mu_;
+  Status health_;
+
+  // Engine thread only.
+  int64_t active_ = 0;  // posted requests not yet finished
+  bool stopping_ = false;
+  bool aborting_ = false;
+  Status abort_status_;
+  Clock::time_point linger_deadline_{};
+  std::vector<int> failing_;  // peers whose sockets are shut but not yet released
+  std::deque<TcpRequestPtr> timeouts_;  // in posting order, hence in deadline order
+  size_t timeouts_compact_at_ = 1024;
+  std::vector<TcpRequestPtr> sent_scratch_;
+};
+
+}  // namespace chorus::transport::tcp

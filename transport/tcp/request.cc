@@ -1,0 +1,38 @@
+#include "transport/tcp/request.h"
+
+namespace chorus::transport::tcp {
+
+Status TcpRequest::Wait(Deadline deadline) {
+  if (!done_.load(std::memory_order_acquire)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiters_;
+    bool finished = cv_.wait_until(lock, deadline.at(), [this] { return done_.load(std::memory_order_acquire); });
+    --waiters_;
+    if (!finished) return TimeoutError("rank " + std::to_string(self_) + ": " + Describe() + " not finished by the deadline");
+    return status_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+Status TcpRequest::status() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+bool TcpRequest::Complete(Status status, uint64_t remote_fingerprint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_.load(std::memory_order_relaxed)) return false;
+  status_ = std::move(status);
+  remote_fingerprint_.store(remote_fingerprint, std::memory_order_release);
+  done_.store(true, std::memory_order_release);
+  if (waiters_ > 0) cv_.notify_all();
+  return true;
+}
+
+std::string TcpRequest::Describe() const {
+  std::string what = kind_ == Kind::kSend ? "send to rank " : "recv from rank ";
+  return what + std::to_string(peer_) + " tag " + std::to_string(tag_) + " (" + std::to_string(bytes_) + " bytes)";
+}
+
+}  // namespace chorus::transport::tcp

@@ -1,0 +1,208 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "chorus/log.h"
+#include "transport/tcp/engine.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/poller.h"
+
+namespace chorus::transport {
+
+using tcp::UniqueFd;
+
+TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_address) {
+  TcpOptions o;
+  o.engine = config.tcp_engine;
+  o.nsockets = config.nsocks_per_peer;
+  o.socket_bufsize = config.socket_bufsize;
+  o.stripe_min_bytes = config.stripe_min_bytes;
+  o.bind_address = bind_address;
+  o.timeout_ms = config.timeout_ms;
+  return o;
+}
+
+TcpTransport::TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts)
+    : rank_(rank), size_(size), comm_id_(comm_id), opts_(std::move(opts)) {}
+
+TcpTransport::~TcpTransport() = default;
+
+Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, uint64_t comm_id, TcpOptions opts) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return InvalidArgument("TCP transport: rank " + std::to_string(rank) + " is not in a world of size " +
+                           std::to_string(size));
+  }
+  if (opts.nsockets < 1 || opts.nsockets > 64) {
+    return InvalidArgument("TCP transport: " + std::to_string(opts.nsockets) +
+                           " sockets per peer requested (CHORUS_NSOCKS_PERPEER); allowed 1..64");
+  }
+  std::unique_ptr<TcpTransport> t(new TcpTransport(rank, size, comm_id, opts));
+  if (opts.engine == "uring" || opts.engine == "auto") {
+    Status probe = tcp::ProbeUring();
+    if (!probe.ok()) {
+      if (opts.engine == "uring") {
+        return probe.WithContext("CHORUS_TCP_ENGINE=uring but io_uring cannot be used here");
+      }
+      CHORUS_INFO("io_uring unavailable (" << probe.message() << "); using the epoll TCP engine");
+      t->use_uring_ = false;
+    }
+  } else if (opts.engine == "epoll") {
+    t->use_uring_ = false;
+  } else {
+    return InvalidArgument("TCP engine '" + opts.engine + "' unknown (CHORUS_TCP_ENGINE): use auto, uring or epoll");
+  }
+  Result<UniqueFd> fd = tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets + 16, opts.socket_bufsize,
+                                       &t->address_);
+  if (!fd.ok()) return fd.status().WithContext("rank " + std::to_string(rank) + ": listening on " + opts.bind_address);
+  t->listen_fd_ = std::move(fd.value());
+  return t;
+}
+
+Status TcpTransport::AcceptAll(std::vector<std::vector<UniqueFd>>* sockets, const std::vector<PeerAddress>& peers,
+                               Deadline deadline) {
+  const tcp::Identity self{comm_id_, rank_, size_, opts_.nsockets};
+  std::vector<std::vector<bool>> have(static_cast<size_t>(size_), std::vector<bool>(opts_.nsockets, false));
+  int missing = (size_ - 1 - rank_) * opts_.nsockets;
+  std::string refused;  // the last connection we turned away, for the timeout message
+  while (missing > 0) {
+    Result<UniqueFd> fd = tcp::AcceptTcp(listen_fd_.get(), deadline);
+    if (!fd.ok()) {
+      std::string who;
+      for (int p = rank_ + 1; p < size_; ++p) {
+        for (int i = 0; i < opts_.nsockets; ++i) {
+          if (!have[p][i]) {
+            who += (who.empty() ? "" : ", ") + std::string("rank ") + std::to_string(p) + " (host " + peers[p].host +
+                   ", " + peers[p].address + ")";
+            break;
+          }
+        }
+      }
+      return Status(fd.status().code(), "rank " + std::to_string(rank_) + ": no connection from " + who + ": " +
+                                            fd.status().message() + (refused.empty() ? "" : "; refused: " + refused));
+    }
+    Result<tcp::AcceptedSocket> a = tcp::AcceptorHandshake(fd.value().get(), self, have, deadline);
+    if (!a.ok()) {
+      // A stray or misconfigured client must not stop the mesh; its own side gets the reason.
+      CHORUS_WARN(a.status().message());
+      refused = a.status().message();
+      continue;
+    }
+    have[a->peer][a->index] = true;
+    (*sockets)[a->peer][a->index] = std::move(fd.value());
+    --missing;
+  }
+  return Status::Ok();
+}
+
+Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline deadline) {
+  if (engine_) return InvalidArgument("rank " + std::to_string(rank_) + ": TCP transport already connected");
+  if (static_cast<int>(peers.size()) != size_) {
+    return InvalidArgument("rank " + std::to_string(rank_) + ": " + std::to_string(peers.size()) +
+                           " peer addresses for a world of size " + std::to_string(size_));
+  }
+  std::vector<std::vector<UniqueFd>> sockets(static_cast<size_t>(size_));
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) sockets[p].resize(static_cast<size_t>(opts_.nsockets));
+  }
+  // Accept from higher ranks while connecting to lower ones.
+  Status accept_status;
+  std::thread acceptor([&] { accept_status = AcceptAll(&sockets, peers, deadline); });
+  Status connect_status;
+  const tcp::Identity self{comm_id_, rank_, size_, opts_.nsockets};
+  for (int p = 0; p < rank_ && connect_status.ok(); ++p) {
+    const std::string desc = "rank " + std::to_string(p) + " (host " + peers[p].host + ", " + peers[p].address + ")";
+    for (int i = 0; i < opts_.nsockets && connect_status.ok(); ++i) {
+      Result<UniqueFd> fd = tcp::ConnectTcp(peers[p].address, opts_.socket_bufsize, deadline);
+      if (!fd.ok()) {
+        connect_status = fd.status().WithContext("rank " + std::to_string(rank_) + ": connecting to " + desc);
+        break;
+      }
+      connect_status = tcp::ConnectorHandshake(fd.value().get(), self, p, i, desc, deadline);
+      if (connect_status.ok()) sockets[p][i] = std::move(fd.value());
+    }
+  }
+  // On a failed connect the acceptor may wait for peers that will never come; closing
+  // the listening socket's readiness is not portable, so it runs out its deadline
+  // only when nothing else failed.
+  if (!connect_status.ok()) ::shutdown(listen_fd_.get(), SHUT_RDWR);
+  acceptor.join();
+  if (!connect_status.ok()) return connect_status;
+  CHORUS_RETURN_IF_ERROR(accept_status);
+  listen_fd_.reset();
+  for (auto& v : sockets) {
+    for (UniqueFd& fd : v) CHORUS_RETURN_IF_ERROR(tcp::SetDataSocketOptions(fd.get(), opts_.socket_bufsize));
+  }
+
+  tcp::EngineOptions eo;
+  eo.rank = rank_;
+  eo.size = size_;
+  eo.nsockets = opts_.nsockets;
+  eo.stripe_min_bytes = opts_.stripe_min_bytes;
+  eo.timeout_ms = opts_.timeout_ms;
+  eo.use_uring = use_uring_;
+  eo.fallback_to_epoll = opts_.engine == "auto";
+  std::vector<tcp::PeerInfo> infos;
+  for (const PeerAddress& a : peers) infos.push_back({a.host, a.address});
+  Result<std::unique_ptr<tcp::Engine>> e = tcp::Engine::Start(eo, std::move(infos), std::move(sockets));
+  if (!e.ok()) return e.status();
+  engine_ = std::move(e.value());
+  if (!pre_connect_error_.ok()) engine_->Abort(pre_connect_error_);
+  CHORUS_INFO("rank " << rank_ << ": " << Describe());
+  return Status::Ok();
+}
+
+std::string TcpTransport::engine_name() const { return engine_ ? engine_->engine_name() : std::string("none"); }
+
+RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
+  const auto kind = send ? tcp::TcpRequest::Kind::kSend : tcp::TcpRequest::Kind::kRecv;
+  Status bad;
+  if (peer < 0 || peer >= size_) {
+    bad = InvalidArgument("rank " + std::to_string(rank_) + ": " + (send ? "send to" : "recv from") + " rank " +
+                          std::to_string(peer) + ", but the world has ranks 0.." + std::to_string(size_ - 1));
+  } else if (buf == nullptr && bytes > 0) {
+    bad = InvalidArgument("rank " + std::to_string(rank_) + ": " + (send ? "send to" : "recv from") + " rank " +
+                          std::to_string(peer) + " of " + std::to_string(bytes) + " bytes from a null buffer");
+  } else if (!engine_) {
+    bad = pre_connect_error_.ok()
+              ? Unavailable("rank " + std::to_string(rank_) + ": TCP transport used before Connect()")
+              : pre_connect_error_;
+  }
+  if (!bad.ok()) {
+    auto req = std::make_shared<tcp::TcpRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
+    req->Complete(bad);
+    return req;
+  }
+  return engine_->Post(kind, peer, tag, buf, bytes, fingerprint);
+}
+
+RequestPtr TcpTransport::Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint) {
+  return Post(true, peer, tag, const_cast<void*>(buf), bytes, fingerprint);
+}
+
+RequestPtr TcpTransport::Recv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
+  return Post(false, peer, tag, buf, bytes, fingerprint);
+}
+
+void TcpTransport::ReleaseTags(uint64_t first, uint64_t last) {
+  if (engine_) engine_->ReleaseTags(first, last);
+}
+
+void TcpTransport::Abort(const Status& reason) {
+  if (engine_) {
+    engine_->Abort(reason);
+  } else if (pre_connect_error_.ok()) {
+    pre_connect_error_ = reason;
+  }
+}
+
+Status TcpTransport::health() { return engine_ ? engine_->health() : pre_connect_error_; }
+
+std::string TcpTransport::Describe() const {
+  return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(opts_.nsockets) +
+         " sockets per peer, buffers " + std::to_string(opts_.socket_bufsize >> 10) + " KiB, stripes from " +
+         std::to_string(opts_.stripe_min_bytes >> 10) + " KiB";
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,83 @@
+// chorus's TCP transport: a full mesh of `nsockets` TCP connections per peer, driven
+// by one progress engine (io_uring, or epoll where io_uring is unavailable). The wire
+// format is in wire.h, the matching and failure rules in engine.h.
+//
+// Set-up is two-phase because addresses are exchanged by the caller's bootstrap:
+//   auto t = TcpTransport::Listen(rank, size, comm_id, opts);   // publish t->address()
+//   t->Connect(all_peers_addresses, deadline);                   // then Send/Recv
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus/config.h"
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+#include "transport/tcp/socket_util.h"
+#include "transport/transport.h"
+
+namespace chorus::transport {
+
+namespace tcp {
+class Engine;
+}
+
+struct TcpOptions {
+  std::string engine = "auto";          // "auto" | "uring" | "epoll"
+  int nsockets = 2;                     // sockets per peer; large messages are striped
+  int64_t socket_bufsize = 4 << 20;     // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
+  int64_t stripe_min_bytes = 256 << 10; // messages at least this large use every socket
+  std::string bind_address = "127.0.0.1";
+  int64_t timeout_ms = 30 * 60 * 1000;  // per-request deadline, enforced by the engine
+
+  static TcpOptions FromConfig(const Config& config, const std::string& bind_address);
+};
+
+struct PeerAddress {
+  std::string address;  // "ip:port"
+  std::string host;     // hostname, for error messages
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // Opens the listening socket (ephemeral port on opts.bind_address).
+  static Result<std::unique_ptr<TcpTransport>> Listen(int rank, int size, uint64_t comm_id, TcpOptions opts);
+  ~TcpTransport() override;
+
+  // "ip:port" to publish through the bootstrap.
+  std::string address() const { return address_; }
+  // Connects the mesh (the higher rank of each pair connects, the lower accepts) and
+  // starts the engine. `peers` is indexed by rank; this rank's entry is ignored.
+  Status Connect(const std::vector<PeerAddress>& peers, Deadline deadline);
+  // "io_uring" or "epoll" once connected.
+  std::string engine_name() const;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  RequestPtr Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint = 0) override;
+  RequestPtr Recv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint = 0) override;
+  void ReleaseTags(uint64_t first, uint64_t last) override;
+  void Abort(const Status& reason) override;
+  Status health() override;
+  std::string Describe() const override;
+
+ private:
+  TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts);
+  RequestPtr Post(bool send, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
+  Status AcceptAll(std::vector<std::vector<tcp::UniqueFd>>* sockets, const std::vector<PeerAddress>& peers,
+                   Deadline deadline);
+
+  const int rank_;
+  const int size_;
+  const uint64_t comm_id_;
+  const TcpOptions opts_;
+  tcp::UniqueFd listen_fd_;
+  std::string address_;
+  bool use_uring_ = true;
+  std::unique_ptr<tcp::Engine> engine_;
+  Status pre_connect_error_;  // Abort before Connect
+};
+
+}  // namespace chorus::transport

@@ -1,0 +1,101 @@
+// The bytes chorus's TCP transport puts on the wire.
+//
+// All integers are little-endian and fixed-size, so the encoding does not depend on
+// struct layout or padding.
+//
+// 1. Handshake, once per socket, before any frame. The higher rank connects to the
+//    lower one, opening `nsockets` sockets to it (indexes 0..nsockets-1).
+//      Hello (connector -> acceptor), kHelloSize bytes:
+//        u32 magic = kHandshakeMagic   u16 version = kProtocolVersion   u16 zero
+//        u64 comm_id
+//        i32 sender rank   i32 receiver rank   i32 world size
+//        i32 socket index  i32 nsockets        i32 zero
+//      Reply (acceptor -> connector), kReplySize bytes, then `reason_len` bytes:
+//        u32 magic   u16 version   u16 verdict (0 accept, 1 reject)
+//        u64 comm_id of the acceptor
+//        i32 acceptor rank   i32 connector rank (as the acceptor saw it)
+//        i32 world size      i32 nsockets   u32 reason_len (<= kMaxReasonLen)   i32 zero
+//    The acceptor checks every Hello field against its own values and rejects with a
+//    reason naming both sides' values; the connector checks the Reply the same way
+//    (a stray process answering on the address is caught in both directions).
+//
+// 2. Frames, in both directions on every socket, each a kFrameHeaderSize-byte header
+//    followed by `len` payload bytes:
+//        u32 magic = kFrameMagic   u32 type (kData, kAbort)
+//        u64 tag        u64 tag_seq (index of this message among the sender's messages
+//                                    to this peer with this tag)
+//        u64 total_len  u64 offset  u64 len   u64 fingerprint   u64 check (xor of the above)
+//    A DATA message of total_len >= stripe_min_bytes is split into nsockets stripes
+//    (stripe i on socket i, contiguous, each non-empty); a smaller one goes whole on one
+//    socket. A 0-byte message is one frame with len 0. The receiver matches a frame to
+//    the n-th Recv posted for (peer, tag) by tag_seq, so stripes and messages may arrive
+//    on any socket in any order.
+//    An ABORT frame carries the sender's reason as its payload (tag, seq, offset and
+//    fingerprint are 0, total_len == len <= kMaxReasonLen): the receiver fails every
+//    request involving that peer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "chorus/status.h"
+
+namespace chorus::transport::tcp {
+
+constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
+constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
+constexpr uint16_t kProtocolVersion = 1;
+constexpr size_t kHelloSize = 40;
+constexpr size_t kReplySize = 40;
+constexpr size_t kFrameHeaderSize = 64;
+constexpr uint32_t kMaxReasonLen = 4096;
+// No message may claim more than this (2^48 bytes): a larger total_len is a corrupt
+// stream, not a request to allocate it.
+constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 48;
+
+struct Hello {
+  uint64_t comm_id = 0;
+  int32_t sender = 0;
+  int32_t receiver = 0;
+  int32_t world_size = 0;
+  int32_t socket_index = 0;
+  int32_t nsockets = 0;
+};
+
+struct Reply {
+  bool accept = false;
+  uint64_t comm_id = 0;
+  int32_t acceptor = 0;
+  int32_t connector = 0;
+  int32_t world_size = 0;
+  int32_t nsockets = 0;
+  std::string reason;  // empty when accepted
+};
+
+enum class FrameType : uint32_t { kData = 1, kAbort = 2 };
+
+struct FrameHeader {
+  FrameType type = FrameType::kData;
+  uint64_t tag = 0;
+  uint64_t tag_seq = 0;
+  uint64_t total_len = 0;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  uint64_t fingerprint = 0;
+};
+
+void EncodeHello(const Hello& h, uint8_t out[kHelloSize]);
+// Fails (kProtocolError) on a bad magic or version, naming what was received.
+Result<Hello> DecodeHello(const uint8_t in[kHelloSize]);
+
+// Writes the fixed part; the reason (truncated to kMaxReasonLen) follows it on the wire.
+void EncodeReply(const Reply& r, uint8_t out[kReplySize]);
+// Decodes the fixed part; the caller reads `*reason_len` more bytes into reason.
+Result<Reply> DecodeReply(const uint8_t in[kReplySize], uint32_t* reason_len);
+
+void EncodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]);
+// Validates magic, type, check word and offset/len/total_len consistency.
+Result<FrameHeader> DecodeFrameHeader(const uint8_t in[kFrameHeaderSize]);
+
+}  // namespace chorus::transport::tcp
