@@ -33,7 +33,10 @@ Engine::Engine(const EngineOptions& opts, std::vector<PeerInfo> peers)
 Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& opts, std::vector<PeerInfo> peers,
                                               std::vector<std::vector<UniqueFd>> sockets) {
   std::unique_ptr<Engine> e(new Engine(opts, std::move(peers)));
-  e->wake_fd_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  // Blocking on purpose: io_uring answers a read on an O_NONBLOCK eventfd with -EAGAIN
+  // at once instead of waiting for it, which would turn the engine into a busy loop.
+  // (The epoll engine reads it only after epoll reported it readable.)
+  e->wake_fd_ = UniqueFd(eventfd(0, EFD_CLOEXEC));
   if (!e->wake_fd_.valid()) return IoError("eventfd", errno);
   // The ring is created on the engine thread: it is the ring's only submitter.
   std::promise<Status> started;
