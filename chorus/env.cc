@@ -67,6 +67,7 @@ Result<int64_t> ParseByteSize(const std::string& name, const std::string& text) 
   else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1LL << 20;
   else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1LL << 30;
   else return InvalidArgument(name + "='" + text + "' has an unknown size suffix '" + suffix + "'");
+  if (n > INT64_MAX / mult) return InvalidArgument(name + "='" + text + "' is too large a byte size");
   return static_cast<int64_t>(n) * mult;
 }
 

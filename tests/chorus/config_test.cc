@@ -1,0 +1,83 @@
+// Configuration from CHORUS_* variables: defaults, good values, and errors that name
+// the variable and its bad value.
+#include "chorus/config.h"
+
+#include <gtest/gtest.h>
+
+#include "chorus/env.h"
+#include "chorus/log.h"
+
+namespace chorus {
+namespace {
+
+TEST(Config, DefaultsWhenNothingIsSet) {
+  Result<Config> c = Config::FromEnv(MapEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->timeout_ms, 30 * 60 * 1000);
+  EXPECT_EQ(c->tcp_engine, "auto");
+  EXPECT_EQ(c->nsocks_per_peer, 2);
+}
+
+TEST(Config, ReadsEveryVariable) {
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_TIMEOUT", "90"},
+                                             {"CHORUS_CONNECT_TIMEOUT", "5"},
+                                             {"CHORUS_TCP_ENGINE", "EPOLL"},
+                                             {"CHORUS_NSOCKS_PERPEER", "4"},
+                                             {"CHORUS_SOCKET_BUFSIZE", "8M"},
+                                             {"CHORUS_STRIPE_MIN", "64K"},
+                                             {"CHORUS_CHUNK_BYTES", "1M"},
+                                             {"CHORUS_SOCKET_IFNAME", "^docker,lo"},
+                                             {"CHORUS_ALGO", "ring"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->timeout_ms, 90000);
+  EXPECT_EQ(c->connect_timeout_ms, 5000);
+  EXPECT_EQ(c->tcp_engine, "epoll");
+  EXPECT_EQ(c->nsocks_per_peer, 4);
+  EXPECT_EQ(c->socket_bufsize, 8 << 20);
+  EXPECT_EQ(c->stripe_min_bytes, 64 << 10);
+  EXPECT_EQ(c->chunk_bytes, 1 << 20);
+  EXPECT_EQ(c->socket_ifname, "^docker,lo");
+  EXPECT_EQ(c->algo, "ring");
+}
+
+void ExpectBad(const std::string& name, const std::string& value) {
+  Result<Config> c = Config::FromEnv(MapEnv({{name, value}}));
+  ASSERT_FALSE(c.ok()) << name << "=" << value << " was accepted";
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(name), std::string::npos) << c.status().message();
+}
+
+TEST(Config, GarbageIsAnErrorNamingTheVariable) {
+  ExpectBad("CHORUS_TIMEOUT", "soon");
+  ExpectBad("CHORUS_TIMEOUT", "-5");
+  ExpectBad("CHORUS_TIMEOUT", "12abc");
+  ExpectBad("CHORUS_TCP_ENGINE", "dpdk");
+  ExpectBad("CHORUS_NSOCKS_PERPEER", "0");
+  ExpectBad("CHORUS_NSOCKS_PERPEER", "1000");
+  ExpectBad("CHORUS_SOCKET_BUFSIZE", "lots");
+  ExpectBad("CHORUS_CHUNK_BYTES", "12");
+  ExpectBad("CHORUS_STRIPE_MIN", "4Q");
+}
+
+TEST(Env, ByteSizes) {
+  EXPECT_EQ(ParseByteSize("X", "0").value(), 0);
+  EXPECT_EQ(ParseByteSize("X", "512K").value(), 512 << 10);
+  EXPECT_EQ(ParseByteSize("X", "4M").value(), 4 << 20);
+  EXPECT_EQ(ParseByteSize("X", "1G").value(), int64_t{1} << 30);
+  Result<int64_t> bad = ParseByteSize("CHORUS_X", "9999999999999G");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("CHORUS_X"), std::string::npos);
+  EXPECT_FALSE(ParseByteSize("X", "").ok());
+  EXPECT_FALSE(ParseByteSize("X", "M").ok());
+}
+
+TEST(Env, IntBoundsAndUnset) {
+  EXPECT_EQ(EnvInt(MapEnv({}), "A", 7).value(), 7);
+  EXPECT_EQ(EnvInt(MapEnv({{"A", "42"}}), "A", 7, 0, 100).value(), 42);
+  Result<int64_t> r = EnvInt(MapEnv({{"A", "420"}}), "A", 7, 0, 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("420"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace chorus
