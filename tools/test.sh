@@ -22,7 +22,9 @@ rc=$?
 labels=$(mktemp)
 set_expr="tests(set(${targets[*]}))"
 bazel query "$set_expr except attr(tags, manual, $set_expr)" 2>/dev/null | grep '^//' >"$labels"
-python3 tools/count_tests.py bazel-testlogs --bazel-exit "$rc" --labels "$labels"
+# Not the bazel-testlogs symlink: it follows whatever configuration was built last.
+testlogs=$(bazel info bazel-testlogs 2>/dev/null)
+python3 tools/count_tests.py "$testlogs" --bazel-exit "$rc" --labels "$labels"
 count_rc=$?
 rm -f "$labels"
 [ $rc -ne 0 ] && exit $rc
