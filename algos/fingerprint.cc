@@ -1,5 +1,7 @@
 #include "algos/fingerprint.h"
 
+#include "algos/selector.h"
+
 namespace chorus::algos {
 
 const char* CollectiveName(Collective c) {
@@ -23,15 +25,21 @@ uint64_t Fingerprint(Collective c, size_t count, DataType dtype, ReduceOp op, in
          (count & 0xffffffffull);
 }
 
+uint64_t WithAlgorithm(uint64_t fingerprint, int algorithm) {
+  return (fingerprint & ~(uint64_t{0xf} << 60)) | (static_cast<uint64_t>(algorithm + 1) & 0xf) << 60;
+}
+
 std::string DescribeFingerprint(uint64_t fp) {
   if (fp == 0) return "point-to-point message";
-  auto c = static_cast<Collective>(fp >> 56);
+  const int algorithm = static_cast<int>(fp >> 60) - 1;
+  const std::string by = algorithm >= 0 ? std::string(" by ") + AlgorithmName(static_cast<Algorithm>(algorithm)) : "";
+  auto c = static_cast<Collective>((fp >> 56) & 0xf);
   auto dtype = static_cast<DataType>((fp >> 52) & 0xf);
   auto op = static_cast<ReduceOp>((fp >> 48) & 0xf);
   int root = static_cast<int>((fp >> 32) & 0xffff);
   uint64_t count = fp & 0xffffffffull;
   std::string s = std::string(CollectiveName(c)) + "(count=" + std::to_string(count);
-  if (c == Collective::kBarrier) return std::string(CollectiveName(c)) + "()";
+  if (c == Collective::kBarrier) return std::string(CollectiveName(c)) + "()" + by;
   s += std::string(", ") + DataTypeName(dtype);
   if (c == Collective::kReduce || c == Collective::kAllReduce || c == Collective::kReduceScatter) {
     s += std::string(", ") + ReduceOpName(op);
@@ -40,7 +48,7 @@ std::string DescribeFingerprint(uint64_t fp) {
       c == Collective::kScatter) {
     s += ", root=" + std::to_string(root);
   }
-  return s + ")";
+  return s + ")" + by;
 }
 
 }  // namespace chorus::algos

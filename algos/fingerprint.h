@@ -3,8 +3,10 @@
 // count, dtype, op or root) get an error naming both calls instead of a hang or
 // wrong data.
 //
-// Layout: [63:56] collective, [55:52] dtype, [51:48] op, [47:32] root, [31:0] count
-// modulo 2^32.
+// Layout: [63:60] algorithm + 1 (0: not recorded), [59:56] collective, [55:52] dtype,
+// [51:48] op, [47:32] root, [31:0] count modulo 2^32. The algorithm is part of it because
+// ranks configured differently (CHORUS_ALGO, CHORUS_RD_MAX_BYTES) would otherwise run
+// different schedules for the same call and wait for each other until the deadline.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,9 @@ enum class Collective : uint8_t {
 const char* CollectiveName(Collective c);
 
 uint64_t Fingerprint(Collective c, size_t count, DataType dtype, ReduceOp op, int root);
-// "all_reduce(count=1024, float32, sum)"; "broadcast(count=7, int8, root=2)".
+// Records the algorithm (an Algorithm value, see selector.h) in a fingerprint.
+uint64_t WithAlgorithm(uint64_t fingerprint, int algorithm);
+// "all_reduce(count=1024, float32, sum) by ring"; "broadcast(count=7, int8, root=2)".
 std::string DescribeFingerprint(uint64_t fingerprint);
 
 }  // namespace chorus::algos

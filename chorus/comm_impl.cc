@@ -188,7 +188,8 @@ Result<std::function<Status()>> CommunicatorImpl::Prepare(const CollectiveCall& 
   CHORUS_RETURN_IF_ERROR(CheckUsable());
   const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_);
   algos::Context ctx{*transport_, coll_seq_.fetch_add(1),
-                     algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
+                     algos::WithAlgorithm(algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
+                                          static_cast<int>(choice.algorithm)),
                      Deadline::AfterMs(config_.timeout_ms)};
   CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
                                                             << algos::AlgorithmName(choice.algorithm) << " ("

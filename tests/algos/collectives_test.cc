@@ -1,19 +1,34 @@
-// Every algorithm in algos/collectives.h against a scalar reference, through real TCP
-// transports on loopback: all 8 dtypes, all 5 ops (sampled on the large sizes), counts
-// {0, 1, 7, n-1, 1023, 1 MiB + 3 elements}, world sizes 1..5, in place and out of
-// place, varying roots and chunk sizes (down to one element per chunk, so the
-// pipelines run with many chunks and uneven tails).
+// Every algorithm in algos/collectives.h (and the barrier) against a scalar
+// reference, through real TCP transports on loopback (tcp_world.h), on world sizes
+// 1..5:
+//   - all 8 dtypes x all 5 ops at counts {0, 1, 7, n-1, 1023}, in place and out of
+//     place, roots varying with the case;
+//   - 1 MiB + 3 elements: every dtype, one op per dtype (rotating), both placements;
+//   - 16 MiB: one case per algorithm on every other world size, dtype/op/placement
+//     rotating;
+//   - chunk sizes down to one element (pipelines with many chunks and uneven tails,
+//     chunk sizes that are not multiples of the element size) and the default.
+// Inputs are fresh for every case (typed_values.h); integer results must be exact,
+// floating-point ones within the rounding of n terms; all_reduce results must also
+// be bit-identical on every rank, and send buffers must come back untouched.
+// Also: the barrier really waits for the last rank, and every algorithm runs
+// concurrently with all the others on the same transports (one tag space each).
 #include "algos/collectives.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "algos/barrier.h"
 #include "algos/fingerprint.h"
 #include "tests/algos/tcp_world.h"
 #include "tests/algos/typed_values.h"
@@ -38,24 +53,15 @@ enum class Algo {
 
 const char* AlgoName(Algo a) {
   switch (a) {
-    case Algo::kAllReduceRing:
-      return "all_reduce_ring";
-    case Algo::kAllReduceRd:
-      return "all_reduce_recursive_doubling";
-    case Algo::kBroadcast:
-      return "broadcast_tree";
-    case Algo::kReduce:
-      return "reduce_tree";
-    case Algo::kAllGather:
-      return "all_gather_ring";
-    case Algo::kReduceScatter:
-      return "reduce_scatter_ring";
-    case Algo::kGather:
-      return "gather";
-    case Algo::kScatter:
-      return "scatter";
-    case Algo::kAllToAll:
-      return "all_to_all_pairwise";
+    case Algo::kAllReduceRing: return "all_reduce_ring";
+    case Algo::kAllReduceRd: return "all_reduce_recursive_doubling";
+    case Algo::kBroadcast: return "broadcast_tree";
+    case Algo::kReduce: return "reduce_tree";
+    case Algo::kAllGather: return "all_gather_ring";
+    case Algo::kReduceScatter: return "reduce_scatter_ring";
+    case Algo::kGather: return "gather";
+    case Algo::kScatter: return "scatter";
+    case Algo::kAllToAll: return "all_to_all_pairwise";
   }
   return "?";
 }
@@ -63,22 +69,14 @@ const char* AlgoName(Algo a) {
 Collective CollectiveOf(Algo a) {
   switch (a) {
     case Algo::kAllReduceRing:
-    case Algo::kAllReduceRd:
-      return Collective::kAllReduce;
-    case Algo::kBroadcast:
-      return Collective::kBroadcast;
-    case Algo::kReduce:
-      return Collective::kReduce;
-    case Algo::kAllGather:
-      return Collective::kAllGather;
-    case Algo::kReduceScatter:
-      return Collective::kReduceScatter;
-    case Algo::kGather:
-      return Collective::kGather;
-    case Algo::kScatter:
-      return Collective::kScatter;
-    case Algo::kAllToAll:
-      return Collective::kAllToAll;
+    case Algo::kAllReduceRd: return Collective::kAllReduce;
+    case Algo::kBroadcast: return Collective::kBroadcast;
+    case Algo::kReduce: return Collective::kReduce;
+    case Algo::kAllGather: return Collective::kAllGather;
+    case Algo::kReduceScatter: return Collective::kReduceScatter;
+    case Algo::kGather: return Collective::kGather;
+    case Algo::kScatter: return Collective::kScatter;
+    case Algo::kAllToAll: return Collective::kAllToAll;
   }
   return Collective::kBarrier;
 }
@@ -87,6 +85,11 @@ bool Reduces(Algo a) {
   return a == Algo::kAllReduceRing || a == Algo::kAllReduceRd || a == Algo::kReduce || a == Algo::kReduceScatter;
 }
 bool Rooted(Algo a) { return a == Algo::kBroadcast || a == Algo::kReduce || a == Algo::kGather || a == Algo::kScatter; }
+// Collectives whose count is per rank block (buffers of n * count elements).
+bool Blocks(Algo a) {
+  return a == Algo::kAllGather || a == Algo::kReduceScatter || a == Algo::kGather || a == Algo::kScatter ||
+         a == Algo::kAllToAll;
+}
 
 struct Case {
   Algo algo;
@@ -96,158 +99,158 @@ struct Case {
   bool in_place;
   int root;
   size_t chunk_bytes;
+  uint64_t seed;
+  // Also check that out-of-place send buffers come back untouched (skipped on the
+  // 16 MiB cases to save time: the smaller ones cover it).
+  bool check_send = true;
 
   std::string Describe(int n) const {
     std::string s = std::string(AlgoName(algo)) + " n=" + std::to_string(n) + " " + DataTypeName(dtype);
     if (Reduces(algo)) s += std::string(" ") + ReduceOpName(op);
     s += " count=" + std::to_string(count) + (in_place ? " in-place" : " out-of-place");
     if (Rooted(algo)) s += " root=" + std::to_string(root);
-    return s + " chunk_bytes=" + std::to_string(chunk_bytes);
+    return s + " chunk_bytes=" + std::to_string(chunk_bytes) + " seed=" + std::to_string(seed);
   }
 };
 
-// A value no correct result holds (inputs and results stay within +-100).
-constexpr double kSentinel = 111;
+Status AtRank(int rank, const std::string& what, Status st) {
+  if (st.ok()) return st;
+  return st.WithContext("rank " + std::to_string(rank) + " " + what);
+}
 
-Status Mismatch(int rank, size_t i, double got, double want) {
-  return InternalError("rank " + std::to_string(rank) + ": element " + std::to_string(i) + " is " +
-                       std::to_string(got) + ", want " + std::to_string(want));
+// The send buffer of an out-of-place call is const: it must still hold the input.
+Status CheckReductionInputKept(const Case& c, int rank, const TypedBuffer& in) {
+  if (!c.check_send) return Status::Ok();
+  TypedBuffer want(c.dtype, in.count());
+  FillReductionInput(c.dtype, c.op, c.seed, rank, 0, in.count(), want.data());
+  return AtRank(rank, "send buffer", CheckSameBytes(in.data(), want.data(), in.bytes()));
 }
 
 // One rank's part of a case: fill its inputs, run the algorithm, check its outputs.
-// `seconds`, when given, receives how long the all-reduce call itself took.
-Status RankBody(const Case& c, int n, int rank, const Context& ctx, double* seconds) {
+// all_reduce leaves its result in `result` (checked across ranks by the caller);
+// `seconds` receives how long the algorithm itself took.
+Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_ptr<TypedBuffer>* result,
+                double* seconds) {
   const DataType t = c.dtype;
   const size_t count = c.count;
   const size_t n_sz = static_cast<size_t>(n);
   const size_t es = DataTypeSize(t);
+  const size_t bytes = count * es;
+  const uint64_t seed = c.seed;
   algos::Tuning tuning;
   tuning.chunk_bytes = c.chunk_bytes;
+  const auto start = std::chrono::steady_clock::now();
+  auto timed = [&](Status st) {
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return AtRank(rank, "algorithm", st);
+  };
   switch (c.algo) {
     case Algo::kAllReduceRing:
     case Algo::kAllReduceRd: {
-      TypedBuffer in(t, count), out(t, count);
-      for (size_t i = 0; i < count; ++i) in.Set(i, ReductionInput(t, c.op, rank, i));
-      out.Fill(kSentinel);
-      void* dst = c.in_place ? in.data() : out.data();
-      const auto start = std::chrono::steady_clock::now();
-      Status st = c.algo == Algo::kAllReduceRing
-                      ? algos::AllReduceRing(ctx, in.data(), dst, count, t, c.op, tuning)
-                      : algos::AllReduceRecursiveDoubling(ctx, in.data(), dst, count, t, c.op);
-      if (seconds != nullptr) {
-        *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      }
-      CHORUS_RETURN_IF_ERROR(st);
-      const TypedBuffer& res = c.in_place ? in : out;
-      for (size_t i = 0; i < count; ++i) {
-        const double want = ReductionReference(t, c.op, n, i);
-        if (!Matches(t, c.op, res.Get(i), want)) return Mismatch(rank, i, res.Get(i), want);
-      }
-      return Status::Ok();
+      auto in = std::make_unique<TypedBuffer>(t, count);
+      auto out = std::make_unique<TypedBuffer>(t, count);
+      FillReductionInput(t, c.op, seed, rank, 0, count, in->data());
+      out->Poison();
+      void* dst = c.in_place ? in->data() : out->data();
+      CHORUS_RETURN_IF_ERROR(timed(c.algo == Algo::kAllReduceRing
+                                       ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
+                                       : algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)));
+      if (!c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, *in));
+      *result = std::move(c.in_place ? in : out);
+      // Each rank checks a slice against the reference (so the ranks' threads share
+      // the work); the caller then compares every rank's result with rank 0's.
+      const size_t first = count * rank / n_sz, last = count * (rank + 1) / n_sz;
+      return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, first, last - first, (*result)->at(first)));
     }
     case Algo::kBroadcast: {
       TypedBuffer buf(t, count);
-      for (size_t i = 0; i < count; ++i) buf.Set(i, rank == c.root ? TagValue(t, c.root, i) : kSentinel);
-      CHORUS_RETURN_IF_ERROR(algos::BroadcastTree(ctx, buf.data(), count, t, c.root, tuning));
-      for (size_t i = 0; i < count; ++i) {
-        if (buf.Get(i) != TagValue(t, c.root, i)) return Mismatch(rank, i, buf.Get(i), TagValue(t, c.root, i));
+      if (rank == c.root) {
+        FillBytes(seed, c.root, 0, bytes, buf.data());
+      } else {
+        buf.Poison();
       }
-      return Status::Ok();
+      CHORUS_RETURN_IF_ERROR(timed(algos::BroadcastTree(ctx, buf.data(), count, t, c.root, tuning)));
+      return AtRank(rank, "buffer", CheckBytes(seed, c.root, 0, bytes, buf.data()));
     }
     case Algo::kReduce: {
       TypedBuffer in(t, count), out(t, count);
-      for (size_t i = 0; i < count; ++i) in.Set(i, ReductionInput(t, c.op, rank, i));
-      out.Fill(kSentinel);
+      FillReductionInput(t, c.op, seed, rank, 0, count, in.data());
+      out.Poison();
       const bool root = rank == c.root;
       // Non-roots pass no recv buffer at all: it must not be touched.
       void* dst = !root ? nullptr : c.in_place ? in.data() : out.data();
-      CHORUS_RETURN_IF_ERROR(algos::ReduceTree(ctx, in.data(), dst, count, t, c.op, c.root, tuning));
+      CHORUS_RETURN_IF_ERROR(timed(algos::ReduceTree(ctx, in.data(), dst, count, t, c.op, c.root, tuning)));
+      if (!root || !c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, in));
       if (!root) return Status::Ok();
-      const TypedBuffer& res = c.in_place ? in : out;
-      for (size_t i = 0; i < count; ++i) {
-        const double want = ReductionReference(t, c.op, n, i);
-        if (!Matches(t, c.op, res.Get(i), want)) return Mismatch(rank, i, res.Get(i), want);
-      }
-      return Status::Ok();
+      return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, 0, count, dst));
     }
     case Algo::kAllGather: {
       TypedBuffer in(t, count), out(t, n_sz * count);
-      out.Fill(kSentinel);
+      out.Poison();
       // In place: our block already sits at its place in recv.
-      TypedBuffer& src_buf = c.in_place ? out : in;
-      const size_t base = c.in_place ? rank * count : 0;
-      for (size_t i = 0; i < count; ++i) src_buf.Set(base + i, TagValue(t, rank, i));
-      const void* src = static_cast<const char*>(src_buf.data()) + base * es;
-      CHORUS_RETURN_IF_ERROR(algos::AllGatherRing(ctx, src, out.data(), count, t, tuning));
+      char* src = c.in_place ? out.at(rank * count) : in.at(0);
+      FillBytes(seed, rank, 0, bytes, src);
+      CHORUS_RETURN_IF_ERROR(timed(algos::AllGatherRing(ctx, src, out.data(), count, t, tuning)));
+      if (!c.in_place && c.check_send) {
+        CHORUS_RETURN_IF_ERROR(AtRank(rank, "send buffer", CheckBytes(seed, rank, 0, bytes, src)));
+      }
       for (int j = 0; j < n; ++j) {
-        for (size_t i = 0; i < count; ++i) {
-          const size_t k = j * count + i;
-          if (out.Get(k) != TagValue(t, j, i)) return Mismatch(rank, k, out.Get(k), TagValue(t, j, i));
-        }
+        CHORUS_RETURN_IF_ERROR(
+            AtRank(rank, "block " + std::to_string(j), CheckBytes(seed, j, 0, bytes, out.at(j * count))));
       }
       return Status::Ok();
     }
     case Algo::kReduceScatter: {
       TypedBuffer in(t, n_sz * count), out(t, count);
-      for (size_t i = 0; i < n_sz * count; ++i) in.Set(i, ReductionInput(t, c.op, rank, i));
-      out.Fill(kSentinel);
-      char* dst = c.in_place ? static_cast<char*>(in.data()) + rank * count * es : static_cast<char*>(out.data());
-      CHORUS_RETURN_IF_ERROR(algos::ReduceScatterRing(ctx, in.data(), dst, count, t, c.op, tuning));
-      const TypedBuffer& res = c.in_place ? in : out;
-      const size_t base = c.in_place ? rank * count : 0;
-      for (size_t i = 0; i < count; ++i) {
-        const double want = ReductionReference(t, c.op, n, rank * count + i);
-        if (!Matches(t, c.op, res.Get(base + i), want)) return Mismatch(rank, i, res.Get(base + i), want);
-      }
-      return Status::Ok();
+      FillReductionInput(t, c.op, seed, rank, 0, n_sz * count, in.data());
+      out.Poison();
+      char* dst = c.in_place ? in.at(rank * count) : out.at(0);
+      CHORUS_RETURN_IF_ERROR(timed(algos::ReduceScatterRing(ctx, in.data(), dst, count, t, c.op, tuning)));
+      if (!c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, in));
+      return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, rank * count, count, dst));
     }
     case Algo::kGather: {
       const bool root = rank == c.root;
       TypedBuffer in(t, count), out(t, root ? n_sz * count : 0);
-      out.Fill(kSentinel);
-      TypedBuffer& src_buf = root && c.in_place ? out : in;
-      const size_t base = root && c.in_place ? rank * count : 0;
-      for (size_t i = 0; i < count; ++i) src_buf.Set(base + i, TagValue(t, rank, i));
-      const void* src = static_cast<const char*>(src_buf.data()) + base * es;
-      CHORUS_RETURN_IF_ERROR(algos::Gather(ctx, src, root ? out.data() : nullptr, count, t, c.root));
+      out.Poison();
+      char* src = root && c.in_place ? out.at(rank * count) : in.at(0);
+      FillBytes(seed, rank, 0, bytes, src);
+      CHORUS_RETURN_IF_ERROR(timed(algos::Gather(ctx, src, root ? out.data() : nullptr, count, t, c.root)));
+      if ((!root || !c.in_place) && c.check_send) {
+        CHORUS_RETURN_IF_ERROR(AtRank(rank, "send buffer", CheckBytes(seed, rank, 0, bytes, src)));
+      }
       if (!root) return Status::Ok();
       for (int j = 0; j < n; ++j) {
-        for (size_t i = 0; i < count; ++i) {
-          const size_t k = j * count + i;
-          if (out.Get(k) != TagValue(t, j, i)) return Mismatch(rank, k, out.Get(k), TagValue(t, j, i));
-        }
+        CHORUS_RETURN_IF_ERROR(
+            AtRank(rank, "block " + std::to_string(j), CheckBytes(seed, j, 0, bytes, out.at(j * count))));
       }
       return Status::Ok();
     }
     case Algo::kScatter: {
       const bool root = rank == c.root;
       TypedBuffer in(t, root ? n_sz * count : 0), out(t, count);
-      for (size_t i = 0; i < in.count(); ++i) in.Set(i, TagValue(t, c.root, i));
-      out.Fill(kSentinel);
-      char* dst =
-          root && c.in_place ? static_cast<char*>(in.data()) + rank * count * es : static_cast<char*>(out.data());
-      CHORUS_RETURN_IF_ERROR(algos::Scatter(ctx, root ? in.data() : nullptr, dst, count, t, c.root));
-      const TypedBuffer& res = root && c.in_place ? in : out;
-      const size_t base = root && c.in_place ? rank * count : 0;
-      for (size_t i = 0; i < count; ++i) {
-        const double want = TagValue(t, c.root, rank * count + i);
-        if (res.Get(base + i) != want) return Mismatch(rank, i, res.Get(base + i), want);
+      FillBytes(seed, c.root, 0, in.bytes(), in.data());
+      out.Poison();
+      char* dst = root && c.in_place ? in.at(rank * count) : out.at(0);
+      CHORUS_RETURN_IF_ERROR(timed(algos::Scatter(ctx, root ? in.data() : nullptr, dst, count, t, c.root)));
+      if (root && !c.in_place && c.check_send) {
+        CHORUS_RETURN_IF_ERROR(AtRank(rank, "send buffer", CheckBytes(seed, rank, 0, in.bytes(), in.data())));
       }
-      return Status::Ok();
+      return AtRank(rank, "result", CheckBytes(seed, c.root, rank * bytes, bytes, dst));
     }
     case Algo::kAllToAll: {
       TypedBuffer in(t, n_sz * count), out(t, n_sz * count);
-      for (size_t i = 0; i < n_sz * count; ++i) in.Set(i, TagValue(t, rank, i));
-      out.Fill(kSentinel);
-      void* dst = c.in_place ? in.data() : out.data();
-      CHORUS_RETURN_IF_ERROR(algos::AllToAllPairwise(ctx, in.data(), dst, count, t));
-      const TypedBuffer& res = c.in_place ? in : out;
+      FillBytes(seed, rank, 0, in.bytes(), in.data());
+      out.Poison();
+      char* dst = c.in_place ? in.at(0) : out.at(0);
+      CHORUS_RETURN_IF_ERROR(timed(algos::AllToAllPairwise(ctx, in.data(), dst, count, t)));
+      if (!c.in_place && c.check_send) {
+        CHORUS_RETURN_IF_ERROR(AtRank(rank, "send buffer", CheckBytes(seed, rank, 0, in.bytes(), in.data())));
+      }
       for (int j = 0; j < n; ++j) {
-        for (size_t i = 0; i < count; ++i) {
-          // Block j came from rank j, which sent us block `rank` of its buffer.
-          const double want = TagValue(t, j, rank * count + i);
-          if (res.Get(j * count + i) != want) return Mismatch(rank, j * count + i, res.Get(j * count + i), want);
-        }
+        // Block j came from rank j, which sent us block `rank` of its buffer.
+        CHORUS_RETURN_IF_ERROR(
+            AtRank(rank, "block " + std::to_string(j), CheckBytes(seed, j, rank * bytes, bytes, dst + j * bytes)));
       }
       return Status::Ok();
     }
@@ -255,18 +258,34 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, double* seco
   return InternalError("unknown algorithm");
 }
 
-void RunCase(TcpWorld& world, const Case& c, std::vector<double>* seconds = nullptr) {
-  const int n = world.size();
-  if (seconds != nullptr) seconds->assign(n, 0.0);
-  const uint64_t fp = algos::Fingerprint(CollectiveOf(c.algo), c.count, c.dtype, c.op, c.root);
-  std::vector<Status> st =
-      world.Run([&](int) { return fp; },
-                [&](int rank, const Context& ctx) {
-                  return RankBody(c, n, rank, ctx, seconds != nullptr ? &(*seconds)[rank] : nullptr);
-                });
-  for (int r = 0; r < n; ++r) {
-    ASSERT_TRUE(st[r].ok()) << c.Describe(n) << ": rank " << r << ": " << st[r].ToString();
+// all_reduce: every rank's result bit for bit against rank 0's (ranks must agree
+// exactly, whatever the rounding); each rank checked a slice against the reference.
+void CheckAllReduceResults(const Case& c, int n, const std::vector<std::unique_ptr<TypedBuffer>>& results) {
+  if (results[0] == nullptr) return;
+  for (int r = 1; r < n; ++r) {
+    if (results[r] == nullptr) continue;
+    Status same = CheckSameBytes(results[0]->data(), results[r]->data(), results[0]->bytes());
+    EXPECT_TRUE(same.ok()) << c.Describe(n) << ": rank " << r << " vs rank 0: " << same.ToString();
   }
+}
+
+uint64_t FingerprintOf(const Case& c) {
+  return algos::Fingerprint(CollectiveOf(c.algo), c.count, c.dtype, c.op, c.root);
+}
+
+// Runs one case on every rank; returns the slowest rank's time in the algorithm.
+double RunCase(TcpWorld& world, const Case& c) {
+  const int n = world.size();
+  std::vector<double> seconds(n, 0.0);
+  std::vector<std::unique_ptr<TypedBuffer>> results(n);
+  std::vector<Status> st = world.Run(
+      [&](int) { return FingerprintOf(c); },
+      [&](int rank, const Context& ctx) { return RankBody(c, n, rank, ctx, &results[rank], &seconds[rank]); });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(st[r].ok()) << c.Describe(n) << ": rank " << r << ": " << st[r].ToString();
+  }
+  CheckAllReduceResults(c, n, results);
+  return *std::max_element(seconds.begin(), seconds.end());
 }
 
 constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
@@ -281,19 +300,18 @@ class CollectivesTest : public ::testing::TestWithParam<int> {
     world_ = std::move(w.value());
   }
 
-  // The sweep for one algorithm: every dtype, counts {0, 1, 7, n-1, 1023, ~1 MiB},
-  // all ops on the small counts and one (rotating) op on the large one, in place and
-  // out of place, roots and chunk sizes varying with the case.
+  void Run(const Case& c) { RunCase(*world_, c); }
+
+  // The sweep for one algorithm (see the top of the file).
   void Sweep(Algo algo) {
     const int n = GetParam();
+    const int a = static_cast<int>(algo);
     for (int ti = 0; ti < 8; ++ti) {
       const DataType t = kAllTypes[ti];
       const size_t es = DataTypeSize(t);
       // ~1 MiB per rank: for block collectives the per-rank block, so that the
       // whole buffer stays ~1 MiB too.
-      const bool blocks = algo == Algo::kAllGather || algo == Algo::kReduceScatter || algo == Algo::kGather ||
-                          algo == Algo::kScatter || algo == Algo::kAllToAll;
-      const size_t big = (size_t{1} << 20) / es / (blocks ? n : 1) + 3;
+      const size_t big = (size_t{1} << 20) / es / (Blocks(algo) ? n : 1) + 3;
       const std::set<size_t> counts = {0, 1, 7, static_cast<size_t>(n - 1), 1023, big};
       int ci = 0;
       for (size_t count : counts) {
@@ -301,24 +319,57 @@ class CollectivesTest : public ::testing::TestWithParam<int> {
         std::vector<ReduceOp> ops = {ReduceOp::kSum};
         if (Reduces(algo)) {
           if (count == big) {
-            ops = {kAllOps[(ti + ci) % 5]};
+            ops = {kAllOps[(ti + ci + a) % 5]};
           } else {
             ops.assign(std::begin(kAllOps), std::end(kAllOps));
           }
         }
-        // Chunks of one element for tiny counts, a few elements for 1023, 64 KiB
-        // (many chunks per block) for the large count; sizes not multiples of es.
-        const size_t chunk_bytes = count <= 7 ? 1 : count == 1023 ? 7 * es + 3 : (64 << 10) + 5;
+        int oi = 0;
         for (ReduceOp op : ops) {
+          ++oi;
+          // Chunks of one element for tiny counts; for 1023, chunks of a few elements
+          // (every dtype, some of the ops) or of ~130; 64 KiB (many chunks per block)
+          // for the large count. Sizes not multiples of es.
+          size_t chunk_bytes = count <= 7 ? 1 : (64 << 10) + 5;
+          if (count == 1023) chunk_bytes = (ti + oi) % 4 == 0 ? 7 * es + 3 : 130 * es + 3;
           for (bool in_place : {false, true}) {
             if (algo == Algo::kBroadcast && in_place) continue;  // broadcast has one buffer
-            const int root = Rooted(algo) ? (ti + ci + (in_place ? 1 : 0)) % n : 0;
-            RunCase(*world_, Case{algo, t, op, count, in_place, root, chunk_bytes});
-            if (HasFatalFailure()) return;
+            const int root = Rooted(algo) ? (ti + ci + oi + (in_place ? 1 : 0)) % n : 0;
+            const uint64_t seed = SeedOf({static_cast<uint64_t>(a), static_cast<uint64_t>(n), static_cast<uint64_t>(t),
+                                          static_cast<uint64_t>(op), count, in_place, static_cast<uint64_t>(root)});
+            Run(Case{algo, t, op, count, in_place, root, chunk_bytes, seed});
+            if (HasFailure()) return;
           }
         }
       }
     }
+    // 16 MiB on every other world size (each algorithm gets 1, 3, 5 or 2, 4).
+    if ((a + n) % 2 == 0) Huge(algo);
+  }
+
+  // 16 MiB per rank with the default chunk size, the size where pipelining matters:
+  // one case, dtype, op, placement and root rotating with the algorithm and world size.
+  // Prints the time (loopback, every rank on this machine's cores: a smoke number).
+  void Huge(Algo algo) {
+    const int n = GetParam();
+    const int a = static_cast<int>(algo);
+    const int k = (a + n) / 2;  // a + n is even here
+    const DataType t = kAllTypes[(k + a) % 8];
+    const ReduceOp op = Reduces(algo) ? kAllOps[(a + 2 * n) % 5] : ReduceOp::kSum;
+    const bool in_place = algo != Algo::kBroadcast && k % 2 == 1;
+    const int root = Rooted(algo) && n > 1 ? 1 + a % (n - 1) : 0;
+    const size_t count = (size_t{16} << 20) / DataTypeSize(t) / (Blocks(algo) ? n : 1);
+    Case c{algo,
+           t,
+           op,
+           count,
+           in_place,
+           root,
+           algos::Tuning().chunk_bytes,
+           SeedOf({16, static_cast<uint64_t>(a), static_cast<uint64_t>(n)})};
+    c.check_send = false;
+    const double seconds = RunCase(*world_, c);
+    std::printf("%s: %.1f ms\n", c.Describe(n).c_str(), seconds * 1e3);
   }
 
   std::unique_ptr<TcpWorld> world_;
@@ -334,19 +385,89 @@ TEST_P(CollectivesTest, Gather) { Sweep(Algo::kGather); }
 TEST_P(CollectivesTest, Scatter) { Sweep(Algo::kScatter); }
 TEST_P(CollectivesTest, AllToAllPairwise) { Sweep(Algo::kAllToAll); }
 
-// 16 MiB of fp32, SUM, with the default chunk size: the size where pipelining
-// matters. Prints the bus bandwidth reached (loopback, all ranks on this machine's
-// cores, so a smoke number, not a benchmark).
-TEST_P(CollectivesTest, AllReduceRing16MiB) {
+// Barrier: no rank leaves round k before every rank has arrived at it. One rank
+// (a different one each round) arrives late, so the others really have to wait.
+TEST_P(CollectivesTest, Barrier) {
   const int n = GetParam();
-  const size_t count = (size_t{16} << 20) / sizeof(float);
-  const Case c{Algo::kAllReduceRing, DataType::kFloat32, ReduceOp::kSum, count, false, 0, algos::Tuning().chunk_bytes};
-  std::vector<double> seconds;
-  RunCase(*world_, c, &seconds);
-  const double t = *std::max_element(seconds.begin(), seconds.end());
-  const double algbw = count * sizeof(float) / t / 1e9;
-  std::printf("all_reduce_ring n=%d 16 MiB fp32 sum: %.1f ms, algbw %.2f GB/s, busbw %.2f GB/s\n", n, t * 1e3, algbw,
-              n > 1 ? algbw * 2 * (n - 1) / n : 0.0);
+  const uint64_t fp = algos::Fingerprint(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0);
+  for (int round = 0; round < 12; ++round) {
+    std::atomic<int> arrived{0};
+    const int late = round % n;
+    std::vector<Status> st =
+        world_->Run([&](int) { return fp; },
+                    [&](int rank, const Context& ctx) {
+                      if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                      arrived.fetch_add(1);
+                      CHORUS_RETURN_IF_ERROR(algos::Barrier(ctx));
+                      const int seen = arrived.load();
+                      if (seen != n) {
+                        return InternalError("rank " + std::to_string(rank) + " left after " + std::to_string(seen) +
+                                             " of " + std::to_string(n) + " ranks arrived");
+                      }
+                      return Status::Ok();
+                    });
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(st[r].ok()) << "round " << round << ": " << st[r].ToString();
+  }
+}
+
+// Broadcast and reduce tag each chunk with its index as the step, which is 16 bits:
+// past 65536 chunks the tags wrap and matching relies on FIFO order per (peer, tag).
+// (A sender far ahead of its receiver must not make the receiver quadratic: the
+// engine's per-call fingerprint check is a map lookup, not a scan.)
+TEST_P(CollectivesTest, MoreThan65536ChunksWrapTheStepTags) {
+  const int n = GetParam();
+  if (n != 3) GTEST_SKIP() << "run on 3 ranks only (root, inner node, leaf), to save time";
+  for (Algo algo : {Algo::kBroadcast, Algo::kReduce}) {
+    const uint64_t seed = SeedOf({65536, static_cast<uint64_t>(algo)});
+    RunCase(*world_, Case{algo, DataType::kUint8, ReduceOp::kMax, 70001, false, 1, 1, seed});
+  }
+}
+
+// Every algorithm at once on the same transports: on each rank one thread per
+// collective, each with its own sequence number (tag space), small chunks so that
+// their messages interleave on every connection. Tags must keep them apart.
+TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
+  const int n = GetParam();
+  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd, Algo::kBroadcast,
+                            Algo::kReduce,        Algo::kAllGather,   Algo::kReduceScatter,
+                            Algo::kGather,        Algo::kScatter,     Algo::kAllToAll};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Case> cases;
+    for (int j = 0; j < 9; ++j) {
+      const DataType t = kAllTypes[(j + 3 * round) % 8];
+      const size_t count = std::vector<size_t>{5, 1023, 30001}[(j + round) % 3];
+      const int root = n - 1 - (j + round) % n;
+      const uint64_t seed =
+          SeedOf({77, static_cast<uint64_t>(n), static_cast<uint64_t>(round), static_cast<uint64_t>(j)});
+      cases.push_back(Case{algos_all[j], t, kAllOps[(j + round) % 5], count, (j + round) % 2 == 1, root,
+                           DataTypeSize(t) * 97 + 1, seed});
+      if (cases.back().algo == Algo::kBroadcast) cases.back().in_place = false;
+    }
+    const uint64_t base = world_->ReserveSeqs(cases.size());
+    std::vector<std::vector<std::unique_ptr<TypedBuffer>>> results(cases.size());
+    for (auto& r : results) r.resize(n);
+    std::vector<Status> st =
+        world_->Run([&](int) { return uint64_t{0}; },
+                    [&](int rank, const Context& ctx) {
+                      std::vector<Status> each(cases.size());
+                      std::vector<std::thread> threads;
+                      for (size_t j = 0; j < cases.size(); ++j) {
+                        threads.emplace_back([&, j] {
+                          const Context mine{ctx.transport, base + j, FingerprintOf(cases[j]), ctx.deadline};
+                          double seconds = 0;
+                          each[j] = RankBody(cases[j], n, rank, mine, &results[j][rank], &seconds);
+                        });
+                      }
+                      for (std::thread& t : threads) t.join();
+                      for (size_t j = 0; j < cases.size(); ++j) {
+                        if (!each[j].ok()) return each[j].WithContext(cases[j].Describe(n));
+                      }
+                      return Status::Ok();
+                    });
+    for (int r = 0; r < n; ++r)
+      ASSERT_TRUE(st[r].ok()) << "round " << round << ": rank " << r << ": " << st[r].ToString();
+    for (size_t j = 0; j < cases.size(); ++j) CheckAllReduceResults(cases[j], n, results[j]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5),

@@ -33,6 +33,14 @@ class TcpWorld {
                           const std::function<Status(int rank, const algos::Context& ctx)>& body,
                           int64_t deadline_ms = 30000);
 
+  // Reserves k sequence numbers that no Run will use, for bodies that run several
+  // collectives at once (each needs its own tag space); returns the first.
+  uint64_t ReserveSeqs(uint64_t k) {
+    const uint64_t first = seq_;
+    seq_ += k;
+    return first;
+  }
+
  private:
   TcpWorld() = default;
   std::vector<std::unique_ptr<transport::Transport>> transports_;

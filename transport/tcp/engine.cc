@@ -229,6 +229,8 @@ void Engine::DrainCommands() {
       }
       p.group_fp.erase(p.group_fp.lower_bound(first >> kTagGroupShift),
                        p.group_fp.upper_bound(last >> kTagGroupShift));
+      p.group_rx_fp.erase(p.group_rx_fp.lower_bound(first >> kTagGroupShift),
+                          p.group_rx_fp.upper_bound(last >> kTagGroupShift));
     }
   }
   if (abort && !aborting_) BeginAbort(reason);
@@ -324,13 +326,16 @@ void Engine::PostRecv(const TcpRequestPtr& req) {
 }
 
 uint64_t Engine::ConflictingFingerprint(const Peer& p, uint64_t group, uint64_t fp) const {
-  const uint64_t first = group << kTagGroupShift, last = first | ((uint64_t{1} << kTagGroupShift) - 1);
-  for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last; ++it) {
-    for (const auto& [seq, m] : it->second.msgs) {
-      if (m->header_seen && m->fingerprint != 0 && m->fingerprint != fp) return m->fingerprint;
-    }
-  }
+  auto it = p.group_rx_fp.find(group);
+  if (it == p.group_rx_fp.end()) return 0;
+  if (it->second.first != fp) return it->second.first;
+  if (it->second.second != 0 && it->second.second != fp) return it->second.second;
   return 0;
+}
+
+void Engine::NoteArrivedFingerprint(Peer& p, uint64_t group, uint64_t fp) {
+  auto [it, fresh] = p.group_rx_fp.emplace(group, std::make_pair(fp, uint64_t{0}));
+  if (!fresh && it->second.first != fp && it->second.second == 0) it->second.second = fp;
 }
 
 void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
@@ -397,6 +402,7 @@ Status Engine::OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest) {
     m.total_len = h.total_len;
     m.fingerprint = h.fingerprint;
     if (h.fingerprint != 0) {
+      NoteArrivedFingerprint(peer, h.tag >> kTagGroupShift, h.fingerprint);
       auto g = peer.group_fp.find(h.tag >> kTagGroupShift);
       if (g != peer.group_fp.end() && g->second != h.fingerprint) FailGroup(c->peer, g->first, h.fingerprint);
     }

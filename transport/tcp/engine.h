@@ -89,6 +89,8 @@ class Engine final : public IoHandler {
     std::map<uint64_t, TagState> tags;  // ordered: ReleaseTags erases ranges
     // Fingerprint declared by the Recvs of each tag group (tag >> 16, one call).
     std::map<uint64_t, uint64_t> group_fp;
+    // The first two distinct fingerprints that arrived from this peer for each group.
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> group_rx_fp;
   };
 
   Engine(const EngineOptions& opts, std::vector<PeerInfo> peers);
@@ -110,6 +112,7 @@ class Engine final : public IoHandler {
   // every Recv of that group from the peer: the ranks called different collectives.
   void FailGroup(int peer, uint64_t group, uint64_t remote_fp);
   uint64_t ConflictingFingerprint(const Peer& p, uint64_t group, uint64_t fp) const;
+  static void NoteArrivedFingerprint(Peer& p, uint64_t group, uint64_t fp);
   void FailPeer(int peer, const Status& st);
   void FinalizeFailedPeers();
   void BeginAbort(const Status& reason);

@@ -1,0 +1,231 @@
+// CHORUS_ALGO through the public API. all_reduce forced to ring and forced to
+// recursive doubling must both match the scalar reference, and agree bit for bit
+// wherever the result does not depend on the order of the reduction (integers,
+// MAX/MIN), on every dtype x op, on sizes on both sides of the automatic threshold,
+// on world sizes 2..5 (3 and 5 make recursive doubling fold extra ranks in). The
+// algorithm that ran is the one forced: the error of a mismatched call names it.
+// The variable itself works too, an algorithm that does not apply to a collective is
+// ignored for it, and a bad value is refused naming the variable.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "chorus/communicator.h"
+#include "chorus/env.h"
+#include "tests/chorus/api_case.h"
+#include "tests/util/multiproc.h"
+
+namespace chorus::testing {
+namespace {
+
+using algos::Collective;
+
+constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                                  DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kInt64};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
+
+Options ForcedOptions(const std::string& algo) {
+  Options o;
+  o.init_method = "file://" + UniqueRendezvousFile();
+  Config c = Config::Process();
+  c.timeout_ms = 20000;
+  c.connect_timeout_ms = 20000;
+  c.algo = algo;
+  o.config = c;
+  return o;
+}
+
+// What a rank's exit code says about a mismatched call (ExpectAlgorithmNamed).
+constexpr int kNamed = 0;      // the call failed naming the algorithm that ran
+constexpr int kPreempted = 3;  // a peer's abort reached this rank before its call began
+
+// Rank 0 calls all_reduce with `count` elements, the others with count + 1: every
+// call fails. A rank that ran the algorithm names it in its error ("... (ring)"); a
+// rank that the first failing peer's abort reached before its call began fails
+// with that peer's error and runs nothing.
+int ExpectAlgorithmNamed(Communicator& c, size_t count, const std::string& algorithm) {
+  std::vector<float> buf(count + 1, 1.0f);
+  Status st =
+      c.AllReduce(buf.data(), buf.data(), c.rank() == 0 ? count : count + 1, DataType::kFloat32, ReduceOp::kSum);
+  RANK_CHECK(!st.ok(), "a mismatched all_reduce succeeded");
+  if (st.message().find("(" + algorithm + ")") != std::string::npos) return kNamed;
+  RANK_CHECK(st.code() == StatusCode::kPeerFailed && st.message().find("all_reduce") != std::string::npos,
+             "expected the error to name " + algorithm + ": " + st.ToString());
+  return kPreempted;
+}
+
+// Every rank exited kNamed or kPreempted, and at least one kNamed.
+void ExpectNamedSomewhere(const std::vector<RankExit>& exits) {
+  int named = 0;
+  for (const RankExit& e : exits) {
+    EXPECT_TRUE(e.exited && (e.code == kNamed || e.code == kPreempted)) << e.Describe();
+    if (e.exited && e.code == kNamed) ++named;
+  }
+  EXPECT_GE(named, 1) << "no rank's error named the forced algorithm";
+}
+
+int CompareRank(int rank, const Options& ring_options, const Options& rd_options) {
+  auto ring = Communicator::Create(ring_options);
+  RANK_OK(ring.status());
+  auto rd = Communicator::Create(rd_options);
+  RANK_OK(rd.status());
+  const int n = (*ring)->size();
+  const std::set<size_t> counts = {0, 1, 7, static_cast<size_t>(n - 1), 1023};
+  std::vector<ApiCase> cases;
+  for (int ti = 0; ti < 8; ++ti) {
+    const size_t es = DataTypeSize(kAllTypes[ti]);
+    std::set<size_t> these = counts;
+    these.insert((64 << 10) / es + 1);  // above the automatic threshold
+    for (int oi = 0; oi < 5; ++oi) {
+      int ci = 0;
+      for (size_t count : these) {
+        ApiCase c;
+        c.kind = Collective::kAllReduce;
+        c.dtype = kAllTypes[ti];
+        c.op = kAllOps[oi];
+        c.count = count;
+        c.in_place = (ti + oi + ci++) % 2 == 0;
+        c.seed = SeedOf({static_cast<uint64_t>(n), static_cast<uint64_t>(ti), static_cast<uint64_t>(oi), count});
+        cases.push_back(c);
+      }
+    }
+  }
+  // 1 MiB + 3 elements, a few (dtype, op) pairs.
+  for (int k = 0; k < 3; ++k) {
+    ApiCase c;
+    c.kind = Collective::kAllReduce;
+    c.dtype = kAllTypes[(n + 3 * k) % 8];
+    c.op = kAllOps[(n + k) % 5];
+    c.count = (size_t{1} << 20) / DataTypeSize(c.dtype) + 3;
+    c.seed = SeedOf({static_cast<uint64_t>(n), 99, static_cast<uint64_t>(k)});
+    cases.push_back(c);
+  }
+  for (const ApiCase& spec : cases) {
+    ApiCall a(spec, rank, n), b(spec, rank, n);
+    RANK_OK(a.Run(**ring).WithContext("ring " + spec.Describe()));
+    RANK_OK(b.Run(**rd).WithContext("recursive_doubling " + spec.Describe()));
+    RANK_OK(a.Check().WithContext("ring"));
+    RANK_OK(b.Check().WithContext("recursive_doubling"));
+    const bool order_free = !IsFloat(spec.dtype) || spec.op == ReduceOp::kMax || spec.op == ReduceOp::kMin;
+    if (order_free) {
+      RANK_OK(CheckSameBytes(a.recv(), b.recv(), spec.count * DataTypeSize(spec.dtype))
+                  .WithContext("ring vs recursive_doubling " + spec.Describe()));
+    }
+  }
+  RANK_OK((*ring)->Shutdown());
+  RANK_OK((*rd)->Shutdown());
+  return 0;
+}
+
+class ForcedAlgorithms : public ::testing::TestWithParam<int> {};
+
+TEST_P(ForcedAlgorithms, RingAndRecursiveDoublingAgreeWithTheReference) {
+  const int n = GetParam();
+  const Options ring = ForcedOptions("ring");
+  const Options rd = ForcedOptions("recursive_doubling");
+  MultiProcOptions mp;
+  mp.timeout_seconds = 120;
+  for (const RankExit& e : RunRanks(
+           n, [&](int r) { return CompareRank(r, ring, rd); }, mp)) {
+    EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ForcedAlgorithms, ::testing::Values(2, 3, 4, 5),
+                         [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
+
+// Small calls would pick recursive doubling by themselves, large ones ring: force
+// the other way round and see the forced one run.
+TEST(ForcedAlgorithmRuns, RingOnASmallCall) {
+  const Options o = ForcedOptions("ring");
+  ExpectNamedSomewhere(RunRanks(3, [&](int) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    return ExpectAlgorithmNamed(**comm, 10, "ring");
+  }));
+}
+
+TEST(ForcedAlgorithmRuns, RecursiveDoublingOnALargeCall) {
+  const Options o = ForcedOptions("recursive_doubling");
+  ExpectNamedSomewhere(RunRanks(3, [&](int) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    return ExpectAlgorithmNamed(**comm, 300000, "recursive_doubling");
+  }));
+}
+
+// CHORUS_ALGO=rd from the environment (read by Config::FromEnv, as the process
+// configuration is) forces recursive doubling on a 1 MiB all_reduce.
+TEST(ForcedAlgorithmsEnv, VariableForcesRecursiveDoubling) {
+  const std::string rdv = "file://" + UniqueRendezvousFile();
+  MultiProcOptions mp;
+  mp.env["CHORUS_ALGO"] = "rd";
+  auto exits = RunRanks(
+      3,
+      [&](int rank) {
+        Result<Config> config = Config::FromEnv(ProcessEnv());
+        RANK_OK(config.status());
+        RANK_CHECK(config->algo == "rd", "CHORUS_ALGO not read: '" + config->algo + "'");
+        config->timeout_ms = 20000;
+        config->connect_timeout_ms = 20000;
+        Options o;
+        o.init_method = rdv;
+        o.config = config.value();
+        auto comm = Communicator::Create(o);
+        RANK_OK(comm.status());
+        ApiCase spec;
+        spec.dtype = DataType::kInt32;
+        spec.op = ReduceOp::kSum;
+        spec.count = (size_t{1} << 20) / 4 + 3;
+        spec.seed = SeedOf({3, 1 << 20});
+        ApiCall call(spec, rank, 3);
+        RANK_OK(call.Run(**comm));
+        RANK_OK(call.Check());
+        return ExpectAlgorithmNamed(**comm, 300000, "recursive_doubling");
+      },
+      mp);
+  ExpectNamedSomewhere(exits);
+}
+
+// An algorithm that does not run all_reduce (tree) leaves all_reduce to the size
+// rule; the collectives it does apply to still work.
+TEST(ForcedAlgorithmsEnv, InapplicableAlgorithmIsIgnored) {
+  const Options o = ForcedOptions("tree");
+  auto exits = RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    for (Collective k : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce}) {
+      ApiCase spec;
+      spec.kind = k;
+      spec.dtype = DataType::kFloat32;
+      spec.count = 100000;
+      spec.root = 1;
+      spec.seed = SeedOf({static_cast<uint64_t>(k), 7});
+      ApiCall call(spec, rank, 2);
+      RANK_OK(call.Run(**comm));
+      RANK_OK(call.Check());
+    }
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  });
+  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+}
+
+TEST(ForcedAlgorithmsEnv, BadValueIsRefusedNamingTheVariable) {
+  const Options o = ForcedOptions("bogus_algo");
+  auto exits = RunRanks(1, [&](int) {
+    auto comm = Communicator::Create(o);
+    RANK_CHECK(!comm.ok(), "CHORUS_ALGO=bogus_algo was accepted");
+    RANK_CHECK(comm.status().code() == StatusCode::kInvalidArgument, comm.status().ToString());
+    RANK_CHECK(comm.status().message().find("CHORUS_ALGO") != std::string::npos, comm.status().ToString());
+    RANK_CHECK(comm.status().message().find("bogus_algo") != std::string::npos, comm.status().ToString());
+    return 0;
+  });
+  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+}
+
+}  // namespace
+}  // namespace chorus::testing

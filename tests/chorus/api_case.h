@@ -1,0 +1,79 @@
+// One collective call through the public API as the tests drive it: one rank's fresh
+// inputs (tests/algos/typed_values.h), the call (blocking or I-form), and the check
+// of its outputs against the scalar reference. The sweep, async, Split and
+// CHORUS_ALGO tests all run these, in forked ranks (tests/util/multiproc.h).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "algos/fingerprint.h"
+#include "chorus/communicator.h"
+#include "tests/algos/typed_values.h"
+
+namespace chorus::testing {
+
+struct ApiCase {
+  algos::Collective kind = algos::Collective::kAllReduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;
+  bool in_place = false;
+  int root = 0;
+  uint64_t seed = 0;
+  // With count 0: pass null buffers (the API accepts them then).
+  bool null_when_empty = false;
+
+  // "reduce(count=7, int8, avg, root=2) in-place seed=..."
+  std::string Describe() const;
+};
+
+// One rank's buffers for a case, filled with this rank's inputs on construction.
+class ApiCall {
+ public:
+  ApiCall(const ApiCase& c, int rank, int size);
+  ApiCall(const ApiCall&) = delete;
+  ApiCall& operator=(const ApiCall&) = delete;
+
+  Status Run(Communicator& comm);  // the blocking form
+  Work Post(Communicator& comm);   // the I-form: this object must outlive the Work
+  // The outputs against the reference, and the send buffer left as it was; the
+  // error names the case and the rank.
+  Status Check() const;
+  const ApiCase& spec() const { return c_; }
+  // Where this rank's result is (null where it gets none).
+  const void* recv() const { return recv_; }
+
+ private:
+  Status Fail(const Status& st) const;
+  ApiCase c_;
+  int rank_;
+  int size_;
+  TypedBuffer in_;
+  TypedBuffer out_;
+  const void* send_ = nullptr;
+  void* recv_ = nullptr;
+};
+
+// `how_many` cases that cycle through every collective (barrier included), dtype
+// and op, with counts from {0, 1, 7, n-1, 1023, 4099, big}, both placements and
+// roots counted down from n-1; inputs seeded from `salt` and the index. `big` is
+// the count of the largest ones (0: none).
+std::vector<ApiCase> RotatingCases(int n, uint64_t salt, int how_many, size_t big = 0);
+
+}  // namespace chorus::testing
+
+// Checks inside a forked rank: print what failed and return 1 (the rank's exit code).
+#define RANK_CHECK(cond, msg)                                                               \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::fprintf(stderr, "rank check failed: %s: %s\n", #cond, std::string(msg).c_str()); \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
+#define RANK_OK(expr)                     \
+  do {                                    \
+    ::chorus::Status _st = (expr);        \
+    RANK_CHECK(_st.ok(), _st.ToString()); \
+  } while (0)
