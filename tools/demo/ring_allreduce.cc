@@ -25,13 +25,14 @@ struct Args {
 };
 
 int Usage(const char* why) {
-  std::fprintf(stderr,
-               "ring_allreduce: %s\n"
+  const bool help = std::string(why) == "help";
+  std::fprintf(help ? stdout : stderr,
+               "%s%s"
                "usage: ring_allreduce [--min-bytes N] [--max-bytes N] [--iters N] [--warmup N]\n"
                "  sizes take K/M/G suffixes; rank and world come from env:// (RANK, WORLD_SIZE,\n"
                "  MASTER_ADDR, MASTER_PORT) or a launcher (torchrun, chorusrun, SLURM, mpirun)\n",
-               why);
-  return 2;
+               help ? "" : "ring_allreduce: ", help ? "" : (std::string(why) + "\n").c_str());
+  return help ? 0 : 2;
 }
 
 bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
@@ -66,8 +67,9 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
       return false;
     }
   }
-  if (args->min_bytes < 4 || args->max_bytes < args->min_bytes || args->iters < 1) {
-    *error = "need 4 <= --min-bytes <= --max-bytes and --iters >= 1";
+  if (args->min_bytes < 4 || args->max_bytes < args->min_bytes || args->max_bytes > (int64_t{1} << 34) ||
+      args->iters < 1) {
+    *error = "need 4 <= --min-bytes <= --max-bytes <= 16G and --iters >= 1";
     return false;
   }
   return true;
@@ -81,7 +83,7 @@ float Input(int rank, size_t i) { return static_cast<float>((rank + 1) * ((i % 7
 int main(int argc, char** argv) {
   Args args;
   std::string error;
-  if (!ParseArgs(argc, argv, &args, &error)) return Usage(error == "help" ? "help" : error.c_str());
+  if (!ParseArgs(argc, argv, &args, &error)) return Usage(error.c_str());
 
   chorus::Options options;
   chorus::Config config = chorus::Config::Process();

@@ -52,7 +52,10 @@ class ChorusBackend : public Backend {
     options.world_size = o.world_size;
     options.config = config;
     Result<std::unique_ptr<Communicator>> comm = Communicator::Create(options);
-    if (!comm.ok()) return comm.status();
+    if (!comm.ok()) {
+      if (!o.algo.empty()) return comm.status().WithContext("chorus_perf --algo '" + o.algo + "' is set as CHORUS_ALGO");
+      return comm.status();
+    }
     comm_ = std::move(comm.value());
     return Status::Ok();
   }
