@@ -32,11 +32,19 @@ int64_t ElapsedMs(Clock::time_point since) {
 
 // After a timeout: which of `keys` (one per rank) are absent. Empty when the store
 // cannot be asked any more (the connection broke).
-std::vector<int> MissingRanks(StoreClient& store, const std::vector<std::string>& keys) {
+// When the store is gone (its host gave up first), the keys the timed-out wait named
+// in `cause` still say who was missing.
+std::vector<int> MissingRanks(StoreClient& store, const std::vector<std::string>& keys, const Status& cause) {
   std::vector<int> missing;
   for (size_t r = 0; r < keys.size(); ++r) {
     Result<bool> there = store.Check({keys[r]});
-    if (!there.ok()) return {};
+    if (!there.ok()) {
+      missing.clear();
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if (cause.message().find("'" + keys[k] + "'") != std::string::npos) missing.push_back(static_cast<int>(k));
+      }
+      return missing;
+    }
     if (!there.value()) missing.push_back(static_cast<int>(r));
   }
   return missing;
@@ -128,7 +136,7 @@ Result<std::vector<std::string>> AllGather(StoreClient& store, const std::string
   Result<std::vector<std::string>> all = store.MultiGet(keys, std::chrono::milliseconds(deadline.RemainingMs()));
   if (all.ok()) return all;
   if (all.status().code() != StatusCode::kTimeout) return all.status().WithContext(what);
-  return NeverArrived(what, MissingRanks(store, keys), size, ElapsedMs(start), all.status());
+  return NeverArrived(what, MissingRanks(store, keys, all.status()), size, ElapsedMs(start), all.status());
 }
 
 Status Barrier(StoreClient& store, const std::string& prefix, int rank, int size, Deadline deadline) {
@@ -150,7 +158,7 @@ Status Barrier(StoreClient& store, const std::string& prefix, int rank, int size
   if (done.status().code() != StatusCode::kTimeout) return done.status().WithContext(what);
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(round + "/arrived/" + std::to_string(r));
-  return NeverArrived(what, MissingRanks(store, keys), size, ElapsedMs(start), done.status());
+  return NeverArrived(what, MissingRanks(store, keys, done.status()), size, ElapsedMs(start), done.status());
 }
 
 std::string PeerInfo::Serialize() const {

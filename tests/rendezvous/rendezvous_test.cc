@@ -55,8 +55,16 @@ Status JoinAndGather(const InitSpec& spec, bool* hosts_store) {
   for (int r = 0; r < spec.world_size; ++r) {
     if (all.value()[r] != "rank " + std::to_string(r)) return InternalError("wrong value for rank " + std::to_string(r));
   }
-  // Keep the store alive until everyone has read: the host leaves last.
-  return Barrier(*rdv.value().client, "test/done", spec.rank, spec.world_size, Deadline::AfterMs(10000));
+  Status st = Barrier(*rdv.value().client, "test/done", spec.rank, spec.world_size, Deadline::AfterMs(10000));
+  if (!st.ok()) return st;
+  // Keep the store alive until everyone has read the barrier's answer: the others say
+  // so, and the host leaves last.
+  if (rdv.value().server == nullptr) return rdv.value().client->Set("test/left/" + std::to_string(spec.rank), "1");
+  std::vector<std::string> left;
+  for (int r = 0; r < spec.world_size; ++r) {
+    if (r != spec.rank) left.push_back("test/left/" + std::to_string(r));
+  }
+  return left.empty() ? Status::Ok() : rdv.value().client->Wait(left, milliseconds(10000));
 }
 
 TEST(Join, EnvWithFourRanks) {

@@ -13,11 +13,6 @@
 
 namespace chorus::transport::tcp {
 
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 Result<SockAddr> ParseHostPort(const std::string& text) {
   std::string host, port;
   if (!text.empty() && text[0] == '[') {
