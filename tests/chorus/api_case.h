@@ -11,6 +11,7 @@
 #include "algos/fingerprint.h"
 #include "chorus/communicator.h"
 #include "tests/algos/typed_values.h"
+#include "tests/util/multiproc.h"
 
 namespace chorus::testing {
 
@@ -64,16 +65,3 @@ std::vector<ApiCase> RotatingCases(int n, uint64_t salt, int how_many, size_t bi
 
 }  // namespace chorus::testing
 
-// Checks inside a forked rank: print what failed and return 1 (the rank's exit code).
-#define RANK_CHECK(cond, msg)                                                               \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      std::fprintf(stderr, "rank check failed: %s: %s\n", #cond, std::string(msg).c_str()); \
-      return 1;                                                                             \
-    }                                                                                       \
-  } while (0)
-#define RANK_OK(expr)                     \
-  do {                                    \
-    ::chorus::Status _st = (expr);        \
-    RANK_CHECK(_st.ok(), _st.ToString()); \
-  } while (0)

@@ -13,24 +13,9 @@ namespace chorus {
 namespace {
 
 using testing::RankExit;
+using testing::ExpectAllOk;
 using testing::RunRanks;
 
-#define RANK_CHECK(cond, msg)                                                                \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      std::fprintf(stderr, "rank check failed: %s: %s\n", #cond, std::string(msg).c_str()); \
-      return 1;                                                                              \
-    }                                                                                        \
-  } while (0)
-#define RANK_OK(expr)                     \
-  do {                                    \
-    Status _st = (expr);                  \
-    RANK_CHECK(_st.ok(), _st.ToString()); \
-  } while (0)
-
-void ExpectAllOk(const std::vector<RankExit>& exits) {
-  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
-}
 
 Options TestOptions() {
   Options o;

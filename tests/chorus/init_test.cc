@@ -11,11 +11,8 @@ namespace chorus {
 namespace {
 
 using testing::RankExit;
+using testing::ExpectAllOk;
 using testing::RunRanks;
-
-void ExpectAllOk(const std::vector<RankExit>& exits) {
-  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
-}
 
 // Creates a communicator with `options`, checks rank/size against the expectations
 // and exchanges one int around the ring.

@@ -29,10 +29,6 @@ Options TestOptions() {
   return o;
 }
 
-void ExpectAllOk(const std::vector<RankExit>& exits) {
-  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
-}
-
 struct InFlight {
   std::unique_ptr<ApiCall> call;
   Work work;

@@ -15,27 +15,11 @@ namespace chorus {
 namespace {
 
 using testing::RankExit;
+using testing::ExpectAllOk;
 using testing::RunRanks;
 
-// In a child rank: report and fail.
-#define RANK_CHECK(cond, msg)                                                    \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      std::fprintf(stderr, "rank check failed: %s: %s\n", #cond, std::string(msg).c_str()); \
-      return 1;                                                                  \
-    }                                                                            \
-  } while (0)
-#define RANK_OK(expr)                                  \
-  do {                                                 \
-    Status _st = (expr);                               \
-    RANK_CHECK(_st.ok(), _st.ToString());              \
-  } while (0)
 
 uint8_t Pattern(int from, int to, size_t i) { return static_cast<uint8_t>(i * 131 + from * 17 + to * 7 + 1); }
-
-void ExpectAllOk(const std::vector<RankExit>& exits) {
-  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
-}
 
 Options FileInit(const std::string& engine) {
   Options o;

@@ -1,5 +1,7 @@
 #include "tests/util/multiproc.h"
 
+#include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -92,6 +94,10 @@ int FreePort() {
   int port = ntohs(addr.sin_port);
   close(fd);
   return port;
+}
+
+void ExpectAllOk(const std::vector<RankExit>& exits) {
+  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
 }
 
 }  // namespace chorus::testing

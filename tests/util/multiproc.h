@@ -3,6 +3,7 @@
 // still running is killed. Real processes, real sockets: this is how chorus runs.
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <string>
@@ -28,9 +29,26 @@ struct MultiProcOptions {
 std::vector<RankExit> RunRanks(int nranks, const std::function<int(int rank)>& body,
                                const MultiProcOptions& options = MultiProcOptions());
 
+// Expects every rank to have exited normally with code 0 (a GoogleTest check per rank).
+void ExpectAllOk(const std::vector<RankExit>& exits);
+
 // A fresh path for a file:// rendezvous (unique per call, under TEST_TMPDIR or /tmp).
 std::string UniqueRendezvousFile();
 // A TCP port that was free a moment ago (bind to port 0, read it, close).
 int FreePort();
 
 }  // namespace chorus::testing
+
+// Checks inside a forked rank: print what failed and return 1 (the rank's exit code).
+#define RANK_CHECK(cond, msg)                                                               \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::fprintf(stderr, "rank check failed: %s: %s\n", #cond, std::string(msg).c_str()); \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
+#define RANK_OK(expr)                     \
+  do {                                    \
+    ::chorus::Status _st = (expr);        \
+    RANK_CHECK(_st.ok(), _st.ToString()); \
+  } while (0)

@@ -29,7 +29,8 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
-#include "tools/perf/tcp_kv_store.h"
+#include "rendezvous/store_server.h"
+#include "tools/perf/gloo_store.h"
 
 namespace chorus {
 namespace perf {
@@ -119,7 +120,7 @@ class GlooBackend : public Backend {
     legacy_.reset();
     context_.reset();
     store_.reset();
-    if (server_) server_->Stop();
+    server_.reset();
   }
 
   Status Init(const BackendOptions& o) override {
@@ -168,10 +169,12 @@ class GlooBackend : public Backend {
           return InvalidArgument("gloo needs MASTER_ADDR and MASTER_PORT (or --gloo-store DIR)");
         }
         if (rank_ == 0) {
-          server_ = std::make_unique<KvServer>();
-          CHORUS_RETURN_IF_ERROR(server_->Start(o.master_port).WithContext("gloo rendezvous on rank 0"));
+          Result<std::unique_ptr<rendezvous::StoreServer>> server =
+              rendezvous::StoreServer::Start("", static_cast<uint16_t>(o.master_port));
+          if (!server.ok()) return server.status().WithContext("gloo rendezvous on rank 0");
+          server_ = std::move(server.value());
         }
-        Result<std::unique_ptr<TcpKvStore>> store = TcpKvStore::Connect(o.master_addr, o.master_port, timeout_);
+        Result<std::unique_ptr<GlooStore>> store = GlooStore::Connect(o.master_addr, o.master_port, timeout_);
         if (!store.ok()) return store.status();
         store_ = std::move(store.value());
         context->connectFullMesh(*store_, device_);
@@ -459,8 +462,8 @@ class GlooBackend : public Backend {
   std::string algo_name_;
   std::string bind_;
   uint32_t tag_ = 1;
-  std::unique_ptr<KvServer> server_;
-  std::unique_ptr<TcpKvStore> store_;
+  std::unique_ptr<rendezvous::StoreServer> server_;
+  std::unique_ptr<GlooStore> store_;
   std::unique_ptr<gloo::rendezvous::FileStore> file_store_;
   std::unique_ptr<gloo::rendezvous::PrefixStore> prefix_store_;
   std::shared_ptr<gloo::transport::Device> device_;

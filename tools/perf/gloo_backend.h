@@ -1,7 +1,7 @@
 // Gloo (the CPU collectives library PyTorch's "gloo" process group uses) behind the
 // chorus_perf Backend interface. Registered as "gloo".
 //
-// Rendezvous: a TcpKvStore served by rank 0 at MASTER_ADDR:MASTER_PORT (or gloo's
+// Rendezvous: chorus's store (rendezvous/) served by rank 0 at MASTER_ADDR:MASTER_PORT (or gloo's
 // FileStore when --gloo-store DIR is given); data over gloo's TCP transport bound to
 // CHORUS_SOCKET_IFNAME, or to the local address that routes to MASTER_ADDR.
 //

@@ -473,12 +473,7 @@ void Engine::OnSendResult(Conn* c, int64_t res) {
     sent_scratch_.clear();
     if (c->abort_pending && !c->shut) {
       // Now no send is in flight: replace what has not started with the ABORT frame.
-      for (const TcpRequestPtr& r : c->tx.Drop(false)) FrameResolved(r, abort_status_);
-      FrameHeader h;
-      h.type = FrameType::kAbort;
-      std::string text = abort_status_.message().substr(0, kMaxReasonLen);
-      h.len = h.total_len = text.size();
-      c->tx.PushOwned(h, std::move(text));
+      QueueAbortFrame(c);
       c->abort_pending = false;
     }
     return;
@@ -564,16 +559,22 @@ void Engine::BeginAbort(const Status& reason) {
         c->abort_pending = true;  // queued when the send in flight completes
         continue;
       }
-      for (const TcpRequestPtr& r : c->tx.Drop(false)) FrameResolved(r, reason);
-      FrameHeader h;
-      h.type = FrameType::kAbort;
-      std::string text = reason.message().substr(0, kMaxReasonLen);
-      h.len = h.total_len = text.size();
-      c->tx.PushOwned(h, std::move(text));
+      QueueAbortFrame(c.get());
       poller_->StartSend(c.get());
       break;  // one ABORT per peer is enough
     }
   }
+}
+
+void Engine::QueueAbortFrame(Conn* c) {
+  // Frames not yet started are dropped (their requests fail with the abort); a frame
+  // partly on the wire is finished first so that the ABORT lands on a frame boundary.
+  for (const TcpRequestPtr& r : c->tx.Drop(false)) FrameResolved(r, abort_status_);
+  FrameHeader h;
+  h.type = FrameType::kAbort;
+  std::string text = abort_status_.message().substr(0, kMaxReasonLen);
+  h.len = h.total_len = text.size();
+  c->tx.PushOwned(h, std::move(text));
 }
 
 bool Engine::ProgressAbort() {

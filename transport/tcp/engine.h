@@ -116,6 +116,7 @@ class Engine final : public IoHandler {
   void FailPeer(int peer, const Status& st);
   void FinalizeFailedPeers();
   void BeginAbort(const Status& reason);
+  void QueueAbortFrame(Conn* c);  // needs no send in flight on c
   bool ProgressAbort();  // true once everything is failed and no I/O is in flight
   void Track(const TcpRequestPtr& req);
   void CheckTimeouts();
