@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "chorus/log.h"
+#include "chorus/transport_setup.h"
 #include "rendezvous/net_util.h"
 
 namespace chorus::internal {
@@ -104,38 +105,22 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
     comm_id = std::stoull(id.value());
   }
 
-  // Listen on the interface that reaches the master (or CHORUS_SOCKET_IFNAME's).
-  Result<std::string> addr = rendezvous::SelectInterfaceAddress(config_.socket_ifname, spec_.master_addr);
-  if (!addr.ok()) return addr.status();
-  Result<std::unique_ptr<transport::TcpTransport>> tcp = transport::TcpTransport::Listen(
-      rank_, size_, comm_id, transport::TcpOptions::FromConfig(config_, addr.value()));
-  if (!tcp.ok()) return tcp.status();
-  transport_ = std::move(tcp.value());
-
-  // Bootstrap: all-gather every rank's host identity and listen address.
-  rendezvous::PeerInfo me = rendezvous::PeerInfo::Local(rank_);
-  me.tcp_address = transport_->address();
-  Result<std::vector<std::string>> all =
-      rendezvous::AllGather(*rdv_->client, prefix_ + "peers", rank_, size_, me.Serialize(), deadline);
-  if (!all.ok()) return all.status();
-  std::vector<transport::PeerAddress> addresses;
-  peers_.clear();
-  for (int r = 0; r < size_; ++r) {
-    Result<rendezvous::PeerInfo> info = rendezvous::PeerInfo::Parse(all.value()[r]);
-    if (!info.ok()) return info.status().WithContext("peer info of rank " + std::to_string(r));
-    peers_.push_back(info.value());
-    addresses.push_back({info.value().tcp_address, info.value().hostname});
-  }
+  // Open, all-gather, choose (RDMA or TCP) and connect the transport.
+  Result<TransportSetup> setup =
+      SetUpTransport(config_, *rdv_->client, prefix_, rank_, size_, comm_id, spec_.master_addr, deadline);
+  if (!setup.ok()) return setup.status();
+  transport_ = std::move(setup.value().transport);
+  peers_ = std::move(setup.value().peers);
+  transport_choice_ = setup.value().choice;
+  const std::string& my_host = peers_[rank_].host_id;
   local_rank_ = 0;
   local_size_ = 0;
   for (int r = 0; r < size_; ++r) {
-    if (peers_[r].host_id != me.host_id) continue;
+    if (peers_[r].host_id != my_host) continue;
     if (r < rank_) ++local_rank_;
     ++local_size_;
   }
 
-  // Connect the full mesh and start the progress engine.
-  CHORUS_RETURN_IF_ERROR(transport_->Connect(addresses, deadline));
   executor_ = std::make_unique<Executor>();
   connected_ = true;
   CHORUS_INFO("communicator ready: " << Describe());

@@ -15,7 +15,7 @@
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/transport.h"
 
 namespace chorus::internal {
 
@@ -58,7 +58,8 @@ class CommunicatorImpl {
   std::shared_ptr<rendezvous::Rendezvous> rdv_;
   std::string prefix_;  // this communicator's key space in the store
   std::vector<rendezvous::PeerInfo> peers_;
-  std::unique_ptr<transport::TcpTransport> transport_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::string transport_choice_;
   std::unique_ptr<algos::Selector> selector_;
   algos::Tuning tuning_;
   int rank_ = 0;

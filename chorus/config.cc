@@ -32,6 +32,13 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<std::string> engine = EnvChoice(env, "CHORUS_TCP_ENGINE", c.tcp_engine, {"auto", "uring", "epoll"});
   if (!engine.ok()) return engine.status();
   c.tcp_engine = engine.value();
+  Result<std::string> transport = EnvChoice(env, "CHORUS_TRANSPORT", c.transport, {"auto", "tcp", "rdma"});
+  if (!transport.ok()) return transport.status();
+  c.transport = transport.value();
+  if (auto v = env("CHORUS_IB_HCA")) c.ib_hca = *v;
+  Result<int64_t> gid = EnvInt(env, "CHORUS_IB_GID_INDEX", c.ib_gid_index, -1, 1 << 16);
+  if (!gid.ok()) return gid.status();
+  c.ib_gid_index = static_cast<int>(gid.value());
   Result<int64_t> nsocks = EnvInt(env, "CHORUS_NSOCKS_PERPEER", c.nsocks_per_peer, 1, 64);
   if (!nsocks.ok()) return nsocks.status();
   c.nsocks_per_peer = static_cast<int>(nsocks.value());
@@ -40,7 +47,8 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   for (auto [name, field] : {std::pair<const char*, int64_t*>{"CHORUS_RD_MAX_BYTES", &c.allreduce_rd_max_bytes},
                              {"CHORUS_CHUNK_BYTES", &c.chunk_bytes},
                              {"CHORUS_SOCKET_BUFSIZE", &c.socket_bufsize},
-                             {"CHORUS_STRIPE_MIN", &c.stripe_min_bytes}}) {
+                             {"CHORUS_STRIPE_MIN", &c.stripe_min_bytes},
+                             {"CHORUS_IB_EAGER_BYTES", &c.ib_eager_bytes}}) {
     if (auto v = env(name)) {
       Result<int64_t> b = ParseByteSize(name, *v);
       if (!b.ok()) return b.status();
@@ -48,6 +56,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
     }
   }
   if (c.chunk_bytes < 4096) return InvalidArgument("CHORUS_CHUNK_BYTES must be at least 4K");
+  if (c.ib_eager_bytes < 0 || c.ib_eager_bytes > (1 << 20)) {
+    return InvalidArgument("CHORUS_IB_EAGER_BYTES must be between 0 and 1M");
+  }
   return c;
 }
 

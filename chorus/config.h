@@ -15,6 +15,15 @@ struct Config {
   int64_t timeout_ms = 30 * 60 * 1000;
   // Deadline for rendezvous and connection set-up (CHORUS_CONNECT_TIMEOUT, seconds).
   int64_t connect_timeout_ms = 5 * 60 * 1000;
+  // Transport between ranks (CHORUS_TRANSPORT): "auto" (RDMA when every rank has a
+  // verbs device, else TCP), "tcp", "rdma" (an error naming the ranks without one).
+  std::string transport = "auto";
+  // RDMA device and port (CHORUS_IB_HCA, "mlx5_0" or "mlx5_0:1"; empty: automatic) and
+  // GID index (CHORUS_IB_GID_INDEX; -1: the RoCE v2 GID of the interface in use).
+  std::string ib_hca;
+  int ib_gid_index = -1;
+  // RDMA messages up to this size travel inside control messages (CHORUS_IB_EAGER_BYTES).
+  int64_t ib_eager_bytes = 8 << 10;
   // TCP engine: "auto" (io_uring, epoll where io_uring_setup fails), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.

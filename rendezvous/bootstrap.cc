@@ -168,6 +168,8 @@ std::string PeerInfo::Serialize() const {
   out += "host_id=" + Escape(host_id) + "\n";
   out += "pid=" + std::to_string(pid) + "\n";
   out += "tcp=" + Escape(tcp_address) + "\n";
+  if (!rdma_address.empty()) out += "rdma=" + Escape(rdma_address) + "\n";
+  if (!rdma_unavailable.empty()) out += "rdma_unavailable=" + Escape(rdma_unavailable) + "\n";
   for (const auto& i : interfaces) out += "if=" + Escape(i) + "\n";
   return out;
 }
@@ -209,6 +211,10 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
       has_id = true;
     } else if (key == "tcp") {
       info.tcp_address = value;
+    } else if (key == "rdma") {
+      info.rdma_address = value;
+    } else if (key == "rdma_unavailable") {
+      info.rdma_unavailable = value;
     } else if (key == "if") {
       info.interfaces.push_back(value);
     }

@@ -31,6 +31,8 @@ struct PeerInfo {
   std::string host_id;
   int pid = 0;
   std::string tcp_address;              // "ip:port" the transport listens on
+  std::string rdma_address;             // queue-pair addresses; empty: no usable verbs device
+  std::string rdma_unavailable;         // why there is none (for "CHORUS_TRANSPORT=rdma" errors)
   std::vector<std::string> interfaces;  // "name=ip", IPv4 interfaces that are up
 
   // A versioned, line-based "key=value" text; values are %-escaped.

@@ -28,6 +28,47 @@ Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOpt
   return ts;
 }
 
+Result<std::vector<std::unique_ptr<RdmaTransport>>> MakeRdmaMesh(int n, const MeshOptions& o) {
+  std::vector<std::unique_ptr<RdmaTransport>> ts;
+  std::vector<std::string> addrs, hosts;
+  RdmaOptions opts;
+  opts.timeout_ms = o.timeout_ms;
+  for (int r = 0; r < n; ++r) {
+    auto t = RdmaTransport::Open(r, n, o.comm_id, opts);
+    if (!t.ok()) return t.status();
+    addrs.push_back(t.value()->address());
+    hosts.push_back("localhost");
+    ts.push_back(std::move(t.value()));
+  }
+  for (auto& t : ts) CHORUS_RETURN_IF_ERROR(t->Connect(addrs, hosts));
+  std::vector<Status> st(n);
+  std::vector<std::thread> threads;
+  Deadline d = Deadline::After(std::chrono::seconds(20));
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = ts[r]->Start(d); });
+  for (auto& t : threads) t.join();
+  for (const Status& s : st) CHORUS_RETURN_IF_ERROR(s);
+  return ts;
+}
+
+Result<std::vector<std::unique_ptr<Transport>>> MakeAnyMesh(int n, const MeshOptions& o) {
+  std::vector<std::unique_ptr<Transport>> out;
+  if (o.engine == "rdma") {
+    auto m = MakeRdmaMesh(n, o);
+    if (!m.ok()) return m.status();
+    for (auto& t : m.value()) out.push_back(std::move(t));
+  } else {
+    auto m = MakeMesh(n, o);
+    if (!m.ok()) return m.status();
+    for (auto& t : m.value()) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string RdmaUnavailableReason() {
+  auto t = RdmaTransport::Open(0, 1, 1, RdmaOptions());
+  return t.ok() ? "" : t.status().message();
+}
+
 void Fill(std::vector<char>* buf, uint32_t seed) {
   uint32_t x = seed * 2654435761u + 1;
   for (size_t i = 0; i < buf->size(); ++i) {

@@ -1,5 +1,6 @@
-// Builds n TcpTransports in one process, connected over loopback, one per rank, the
-// way a communicator does (Listen, exchange addresses, Connect concurrently).
+// Builds n transports in one process, one per rank, the way a communicator does: TCP
+// over loopback (Listen, exchange addresses, Connect concurrently) or RDMA on the first
+// verbs device (Open, exchange addresses, Connect, Start concurrently).
 #pragma once
 
 #include <memory>
@@ -7,12 +8,13 @@
 #include <vector>
 
 #include "chorus/status.h"
+#include "transport/rdma/rdma_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace chorus::transport::testing {
 
 struct MeshOptions {
-  std::string engine = "uring";
+  std::string engine = "uring";  // "uring", "epoll" (TCP) or "rdma"
   int nsockets = 2;
   int64_t stripe_min_bytes = 256 << 10;
   int64_t timeout_ms = 20000;
@@ -20,6 +22,11 @@ struct MeshOptions {
 };
 
 Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOptions& o);
+Result<std::vector<std::unique_ptr<RdmaTransport>>> MakeRdmaMesh(int n, const MeshOptions& o);
+// Either kind, by o.engine.
+Result<std::vector<std::unique_ptr<Transport>>> MakeAnyMesh(int n, const MeshOptions& o);
+// Why RDMA cannot run here ("" when a verbs device is usable): tests skip with it.
+std::string RdmaUnavailableReason();
 
 // Fills/checks a buffer with a pattern that depends on (seed, index).
 void Fill(std::vector<char>* buf, uint32_t seed);

@@ -116,7 +116,7 @@ class Sink : public FrameSink {
 // Serialises frames with the send machine, delivering `step` bytes per "syscall".
 std::string Wire(SendMachine* tx) {
   std::string out;
-  std::vector<TcpRequestPtr> sent;
+  std::vector<BasicRequestPtr> sent;
   for (int guard = 0; !tx->empty() && guard < 100000; ++guard) {
     struct iovec iov[SendMachine::kMaxIov];
     int n = tx->Prepare(iov, SendMachine::kMaxIov);
@@ -187,7 +187,7 @@ TEST(FrameMachines, PartialSendsResumeMidFrame) {
   FrameHeader h;
   h.total_len = h.len = payload.size();
   tx.Push(h, payload.data(), nullptr);
-  std::vector<TcpRequestPtr> sent;
+  std::vector<BasicRequestPtr> sent;
   std::string out;
   while (!tx.empty()) {
     struct iovec iov[SendMachine::kMaxIov];

@@ -130,7 +130,7 @@ void Engine::Teardown() {
   closed_ = true;
   if (closed_status_.ok()) closed_status_ = aborting_ ? abort_status_ : AbortedError("transport closed");
   // Posted after the last drain: nobody else will complete them.
-  for (const TcpRequestPtr& r : cmds_) r->Complete(closed_status_);
+  for (const BasicRequestPtr& r : cmds_) r->Complete(closed_status_);
   cmds_.clear();
   exited_ = true;
   exit_cv_.notify_all();
@@ -138,8 +138,8 @@ void Engine::Teardown() {
 
 // ---- Application threads ----
 
-RequestPtr Engine::Post(TcpRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
-  auto req = std::make_shared<TcpRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
+RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
+  auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) {
@@ -195,7 +195,7 @@ void Engine::SetHealth(const Status& st) {
 // ---- Engine thread: commands ----
 
 void Engine::DrainCommands() {
-  std::vector<TcpRequestPtr> cmds;
+  std::vector<BasicRequestPtr> cmds;
   std::vector<std::pair<uint64_t, uint64_t>> releases;
   bool abort = false, stop = false;
   Status reason;
@@ -209,12 +209,12 @@ void Engine::DrainCommands() {
     reason = abort_reason_;
     stop = stop_requested_;
   }
-  for (TcpRequestPtr& req : cmds) {
+  for (BasicRequestPtr& req : cmds) {
     ++active_;
     Track(req);
     if (aborting_) {
       Finish(req, abort_status_);
-    } else if (req->kind() == TcpRequest::Kind::kSend) {
+    } else if (req->kind() == BasicRequest::Kind::kSend) {
       PostSend(req);
     } else {
       PostRecv(req);
@@ -237,11 +237,11 @@ void Engine::DrainCommands() {
   if (stop) stopping_ = true;
 }
 
-void Engine::Finish(const TcpRequestPtr& req, const Status& st, uint64_t remote_fp) {
+void Engine::Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp) {
   if (req->Complete(st, remote_fp)) --active_;
 }
 
-void Engine::PostSend(const TcpRequestPtr& req) {
+void Engine::PostSend(const BasicRequestPtr& req) {
   const int p = req->peer();
   if (!peers_[p].error.ok()) return Finish(req, peers_[p].error);
   if (p == rank_) return SelfSend(req);
@@ -269,7 +269,7 @@ void Engine::PostSend(const TcpRequestPtr& req) {
   }
 }
 
-void Engine::SelfSend(const TcpRequestPtr& req) {
+void Engine::SelfSend(const BasicRequestPtr& req) {
   TagState& ts = peers_[rank_].tags[req->tag()];
   const uint64_t seq = ts.next_send_seq++;
   std::unique_ptr<InMsg>& slot = ts.msgs[seq];
@@ -293,7 +293,7 @@ void Engine::SelfSend(const TcpRequestPtr& req) {
   Finish(req, Status::Ok());
 }
 
-void Engine::PostRecv(const TcpRequestPtr& req) {
+void Engine::PostRecv(const BasicRequestPtr& req) {
   const int p = req->peer();
   if (!peers_[p].error.ok()) return Finish(req, peers_[p].error);
   TagState& ts = peers_[p].tags[req->tag()];
@@ -355,7 +355,7 @@ void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
 }
 
 Status Engine::CheckMatch(int peer, uint64_t tag, uint64_t total_len, uint64_t fingerprint,
-                          const TcpRequest& recv) const {
+                          const BasicRequest& recv) const {
   if (total_len != recv.bytes()) {
     return MismatchError("rank " + std::to_string(peer) + " sent " + std::to_string(total_len) + " bytes with tag " +
                          std::to_string(tag) + ", rank " + std::to_string(rank_) + " posted a receive of " +
@@ -384,7 +384,7 @@ void Engine::MaybeComplete(TagState& ts, uint64_t seq) {
   // else: an unexpected message, kept until its Recv is posted.
 }
 
-void Engine::FrameResolved(const TcpRequestPtr& req, const Status& st) {
+void Engine::FrameResolved(const BasicRequestPtr& req, const Status& st) {
   if (!st.ok() && req->first_error.ok()) req->first_error = st;
   if (--req->pending_frames <= 0) Finish(req, req->first_error);
 }
@@ -469,7 +469,7 @@ void Engine::OnSendResult(Conn* c, int64_t res) {
   if (res >= 0) {
     sent_scratch_.clear();
     c->tx.OnSent(static_cast<size_t>(res), &sent_scratch_);
-    for (const TcpRequestPtr& r : sent_scratch_) FrameResolved(r, Status::Ok());
+    for (const BasicRequestPtr& r : sent_scratch_) FrameResolved(r, Status::Ok());
     sent_scratch_.clear();
     if (c->abort_pending && !c->shut) {
       // Now no send is in flight: replace what has not started with the ABORT frame.
@@ -526,7 +526,7 @@ void Engine::FinalizeFailedPeers() {
       continue;
     }
     for (auto& c : p.conns) {
-      for (const TcpRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, p.error);
+      for (const BasicRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, p.error);
       poller_->Remove(c.get());
     }
     for (auto& [tag, ts] : p.tags) {
@@ -569,7 +569,7 @@ void Engine::BeginAbort(const Status& reason) {
 void Engine::QueueAbortFrame(Conn* c) {
   // Frames not yet started are dropped (their requests fail with the abort); a frame
   // partly on the wire is finished first so that the ABORT lands on a frame boundary.
-  for (const TcpRequestPtr& r : c->tx.Drop(false)) FrameResolved(r, abort_status_);
+  for (const BasicRequestPtr& r : c->tx.Drop(false)) FrameResolved(r, abort_status_);
   FrameHeader h;
   h.type = FrameType::kAbort;
   std::string text = abort_status_.message().substr(0, kMaxReasonLen);
@@ -604,7 +604,7 @@ bool Engine::ProgressAbort() {
   for (Peer& p : peers_) {
     const Status& st = p.error.ok() ? abort_status_ : p.error;
     for (auto& c : p.conns) {
-      for (const TcpRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, st);
+      for (const BasicRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, st);
     }
     for (auto& [tag, ts] : p.tags) {
       for (auto& [seq, m] : ts.msgs) {
@@ -613,16 +613,16 @@ bool Engine::ProgressAbort() {
       ts.msgs.clear();
     }
   }
-  for (const TcpRequestPtr& r : timeouts_) Finish(r, abort_status_);
+  for (const BasicRequestPtr& r : timeouts_) Finish(r, abort_status_);
   timeouts_.clear();
   return true;
 }
 
-void Engine::Track(const TcpRequestPtr& req) {
+void Engine::Track(const BasicRequestPtr& req) {
   req->deadline = Clock::now() + std::chrono::milliseconds(opts_.timeout_ms);
   timeouts_.push_back(req);
   if (timeouts_.size() >= timeouts_compact_at_) {
-    timeouts_.erase(std::remove_if(timeouts_.begin(), timeouts_.end(), [](const TcpRequestPtr& r) { return r->Test(); }),
+    timeouts_.erase(std::remove_if(timeouts_.begin(), timeouts_.end(), [](const BasicRequestPtr& r) { return r->Test(); }),
                     timeouts_.end());
     timeouts_compact_at_ = std::max<size_t>(1024, 2 * timeouts_.size());
   }
@@ -631,7 +631,7 @@ void Engine::Track(const TcpRequestPtr& req) {
 void Engine::CheckTimeouts() {
   while (!timeouts_.empty() && timeouts_.front()->Test()) timeouts_.pop_front();
   if (timeouts_.empty() || aborting_) return;
-  const TcpRequestPtr& r = timeouts_.front();
+  const BasicRequestPtr& r = timeouts_.front();
   if (Clock::now() < r->deadline) return;
   // A request that outlived its deadline may still be written by the kernel: the only
   // safe way to give its buffer back is to stop the whole transport.

@@ -20,7 +20,7 @@
 #include "chorus/status.h"
 #include "transport/tcp/conn.h"
 #include "transport/tcp/poller.h"
-#include "transport/tcp/request.h"
+#include "transport/request.h"
 #include "transport/tcp/socket_util.h"
 
 namespace chorus::transport::tcp {
@@ -49,7 +49,7 @@ class Engine final : public IoHandler {
   // Stops the thread: Abort("transport destroyed") first when requests are pending.
   ~Engine() override;
 
-  RequestPtr Post(TcpRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
+  RequestPtr Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
   void Abort(const Status& reason);
   // Forgets the state of tags in [first, last] (see Transport::ReleaseTags).
   void ReleaseTags(uint64_t first, uint64_t last);
@@ -73,7 +73,7 @@ class Engine final : public IoHandler {
     uint64_t bytes_done = 0;
     int frames_seen = 0;
     std::unique_ptr<char[]> ubuf;  // an unexpected message's bytes, until its Recv is posted
-    TcpRequestPtr recv;
+    BasicRequestPtr recv;
     bool discard = false;  // nobody will take it (size mismatch, timed-out Recv)
   };
   struct TagState {
@@ -100,13 +100,13 @@ class Engine final : public IoHandler {
   void Teardown();
 
   void DrainCommands();
-  void PostSend(const TcpRequestPtr& req);
-  void PostRecv(const TcpRequestPtr& req);
-  void SelfSend(const TcpRequestPtr& req);
-  void Finish(const TcpRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
-  void FrameResolved(const TcpRequestPtr& req, const Status& st);
+  void PostSend(const BasicRequestPtr& req);
+  void PostRecv(const BasicRequestPtr& req);
+  void SelfSend(const BasicRequestPtr& req);
+  void Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
+  void FrameResolved(const BasicRequestPtr& req, const Status& st);
   void MaybeComplete(TagState& ts, uint64_t seq);
-  Status CheckMatch(int peer, uint64_t tag, uint64_t total_len, uint64_t fingerprint, const TcpRequest& recv) const;
+  Status CheckMatch(int peer, uint64_t tag, uint64_t total_len, uint64_t fingerprint, const BasicRequest& recv) const;
 
   // A frame of a call this rank is not in (same tag group, other fingerprint) fails
   // every Recv of that group from the peer: the ranks called different collectives.
@@ -118,7 +118,7 @@ class Engine final : public IoHandler {
   void BeginAbort(const Status& reason);
   void QueueAbortFrame(Conn* c);  // needs no send in flight on c
   bool ProgressAbort();  // true once everything is failed and no I/O is in flight
-  void Track(const TcpRequestPtr& req);
+  void Track(const BasicRequestPtr& req);
   void CheckTimeouts();
   int NextTimeoutMs();
   void SetHealth(const Status& st);
@@ -135,7 +135,7 @@ class Engine final : public IoHandler {
 
   // Shared with application threads.
   std::mutex mu_;
-  std::vector<TcpRequestPtr> cmds_;
+  std::vector<BasicRequestPtr> cmds_;
   std::vector<std::pair<uint64_t, uint64_t>> releases_;
   bool closed_ = false;  // posts fail at once with closed_status_
   Status closed_status_;
@@ -156,9 +156,9 @@ class Engine final : public IoHandler {
   Status abort_status_;
   Clock::time_point linger_deadline_{};
   std::vector<int> failing_;  // peers whose sockets are shut but not yet released
-  std::deque<TcpRequestPtr> timeouts_;  // in posting order, hence in deadline order
+  std::deque<BasicRequestPtr> timeouts_;  // in posting order, hence in deadline order
   size_t timeouts_compact_at_ = 1024;
-  std::vector<TcpRequestPtr> sent_scratch_;
+  std::vector<BasicRequestPtr> sent_scratch_;
 };
 
 }  // namespace chorus::transport::tcp

@@ -75,7 +75,7 @@ Status RecvMachine::FinishPayload() {
   return sink_->OnDataDone(cur_, dest_.cookie);
 }
 
-void SendMachine::Push(const FrameHeader& h, const char* payload, TcpRequestPtr request) {
+void SendMachine::Push(const FrameHeader& h, const char* payload, BasicRequestPtr request) {
   OutFrame& f = q_.emplace_back();
   EncodeFrameHeader(h, f.header);
   f.payload = payload;
@@ -106,7 +106,7 @@ int SendMachine::Prepare(struct iovec* iov, int max_iov) const {
   return n;
 }
 
-void SendMachine::OnSent(size_t n, std::vector<TcpRequestPtr>* done) {
+void SendMachine::OnSent(size_t n, std::vector<BasicRequestPtr>* done) {
   while (n > 0 && !q_.empty()) {
     OutFrame& f = q_.front();
     uint64_t step = std::min<uint64_t>(kFrameHeaderSize + f.len - f.sent, n);
@@ -118,10 +118,10 @@ void SendMachine::OnSent(size_t n, std::vector<TcpRequestPtr>* done) {
   }
 }
 
-std::vector<TcpRequestPtr> SendMachine::Drop(bool include_started) {
+std::vector<BasicRequestPtr> SendMachine::Drop(bool include_started) {
   // Only the front frame can be partly sent; frames are removed from the back so the
   // kept one never moves (an engine may still reference its header).
-  std::vector<TcpRequestPtr> dropped;
+  std::vector<BasicRequestPtr> dropped;
   size_t keep = (!include_started && !q_.empty() && q_.front().sent > 0) ? 1 : 0;
   while (q_.size() > keep) {
     if (q_.back().request) dropped.push_back(std::move(q_.back().request));

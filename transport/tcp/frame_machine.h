@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "chorus/status.h"
-#include "transport/tcp/request.h"
+#include "transport/request.h"
 #include "transport/tcp/wire.h"
 
 namespace chorus::transport::tcp {
@@ -81,7 +81,7 @@ struct OutFrame {
   const char* payload = nullptr;
   uint64_t len = 0;
   uint64_t sent = 0;  // bytes of header + payload already handed to the kernel
-  TcpRequestPtr request;  // null for ABORT frames
+  BasicRequestPtr request;  // null for ABORT frames
   std::string owned;
 };
 
@@ -89,7 +89,7 @@ class SendMachine {
  public:
   static constexpr int kMaxIov = 64;
 
-  void Push(const FrameHeader& h, const char* payload, TcpRequestPtr request);
+  void Push(const FrameHeader& h, const char* payload, BasicRequestPtr request);
   void PushOwned(const FrameHeader& h, std::string payload);
   bool empty() const { return q_.empty(); }
   // True when no frame is partly sent (a new frame may be inserted at the front).
@@ -97,10 +97,10 @@ class SendMachine {
   // Fills iov with the next bytes to send, coalescing queued frames; returns the count.
   int Prepare(struct iovec* iov, int max_iov) const;
   // n bytes of what Prepare described were sent. Fully sent frames are appended to `done`.
-  void OnSent(size_t n, std::vector<TcpRequestPtr>* done);
+  void OnSent(size_t n, std::vector<BasicRequestPtr>* done);
   // Removes every frame that has not started (all if include_started); returns their
   // requests. Only while no send described by Prepare is in flight.
-  std::vector<TcpRequestPtr> Drop(bool include_started);
+  std::vector<BasicRequestPtr> Drop(bool include_started);
 
  private:
   std::deque<OutFrame> q_;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "chorus/log.h"
+#include "transport/matching.h"
 #include "transport/tcp/engine.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/poller.h"
@@ -156,21 +157,15 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
 std::string TcpTransport::engine_name() const { return engine_ ? engine_->engine_name() : std::string("none"); }
 
 RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
-  const auto kind = send ? tcp::TcpRequest::Kind::kSend : tcp::TcpRequest::Kind::kRecv;
-  Status bad;
-  if (peer < 0 || peer >= size_) {
-    bad = InvalidArgument("rank " + std::to_string(rank_) + ": " + (send ? "send to" : "recv from") + " rank " +
-                          std::to_string(peer) + ", but the world has ranks 0.." + std::to_string(size_ - 1));
-  } else if (buf == nullptr && bytes > 0) {
-    bad = InvalidArgument("rank " + std::to_string(rank_) + ": " + (send ? "send to" : "recv from") + " rank " +
-                          std::to_string(peer) + " of " + std::to_string(bytes) + " bytes from a null buffer");
-  } else if (!engine_) {
+  const auto kind = send ? BasicRequest::Kind::kSend : BasicRequest::Kind::kRecv;
+  Status bad = ValidatePost(rank_, size_, send, peer, buf, bytes);
+  if (bad.ok() && !engine_) {
     bad = pre_connect_error_.ok()
               ? Unavailable("rank " + std::to_string(rank_) + ": TCP transport used before Connect()")
               : pre_connect_error_;
   }
   if (!bad.ok()) {
-    auto req = std::make_shared<tcp::TcpRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
+    auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
     req->Complete(bad);
     return req;
   }

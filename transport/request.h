@@ -1,5 +1,5 @@
-// A Send or Recv posted to the TCP transport. The application thread waits on it;
-// the engine thread completes it exactly once.
+// A Send or Recv posted to a transport (TCP or RDMA). The application thread waits on
+// it; the transport's engine thread completes it exactly once.
 #pragma once
 
 #include <atomic>
@@ -13,12 +13,12 @@
 #include "chorus/status.h"
 #include "transport/transport.h"
 
-namespace chorus::transport::tcp {
+namespace chorus::transport {
 
-class TcpRequest : public Request {
+class BasicRequest : public Request {
  public:
   enum class Kind { kSend, kRecv };
-  TcpRequest(Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint)
+  BasicRequest(Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint)
       : kind_(kind), self_(self), peer_(peer), tag_(tag), buf_(static_cast<char*>(buf)), bytes_(bytes),
         fingerprint_(fingerprint) {}
 
@@ -61,6 +61,6 @@ class TcpRequest : public Request {
   Status status_;    // guarded by mu_, final once done_
 };
 
-using TcpRequestPtr = std::shared_ptr<TcpRequest>;
+using BasicRequestPtr = std::shared_ptr<BasicRequest>;
 
-}  // namespace chorus::transport::tcp
+}  // namespace chorus::transport

@@ -1,8 +1,8 @@
-#include "transport/tcp/request.h"
+#include "transport/request.h"
 
-namespace chorus::transport::tcp {
+namespace chorus::transport {
 
-Status TcpRequest::Wait(Deadline deadline) {
+Status BasicRequest::Wait(Deadline deadline) {
   if (!done_.load(std::memory_order_acquire)) {
     std::unique_lock<std::mutex> lock(mu_);
     ++waiters_;
@@ -15,12 +15,12 @@ Status TcpRequest::Wait(Deadline deadline) {
   return status_;
 }
 
-Status TcpRequest::status() {
+Status BasicRequest::status() {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
 }
 
-bool TcpRequest::Complete(Status status, uint64_t remote_fingerprint) {
+bool BasicRequest::Complete(Status status, uint64_t remote_fingerprint) {
   std::lock_guard<std::mutex> lock(mu_);
   if (done_.load(std::memory_order_relaxed)) return false;
   status_ = std::move(status);
@@ -30,9 +30,9 @@ bool TcpRequest::Complete(Status status, uint64_t remote_fingerprint) {
   return true;
 }
 
-std::string TcpRequest::Describe() const {
+std::string BasicRequest::Describe() const {
   std::string what = kind_ == Kind::kSend ? "send to rank " : "recv from rank ";
   return what + std::to_string(peer_) + " tag " + std::to_string(tag_) + " (" + std::to_string(bytes_) + " bytes)";
 }
 
-}  // namespace chorus::transport::tcp
+}  // namespace chorus::transport

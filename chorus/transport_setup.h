@@ -1,0 +1,32 @@
+// Picks and connects a communicator's transport. Each rank opens what the
+// configuration allows (CHORUS_TRANSPORT: a verbs device for RDMA, a listening socket
+// for TCP), the ranks all-gather what they have, and every rank makes the same choice:
+// RDMA when every rank has a usable verbs device ("auto" or "rdma"), else TCP ("auto"
+// or "tcp"). The choice and its reason are logged and kept for Describe().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus/config.h"
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/store_client.h"
+#include "transport/transport.h"
+
+namespace chorus {
+
+struct TransportSetup {
+  std::unique_ptr<transport::Transport> transport;
+  std::vector<rendezvous::PeerInfo> peers;  // every rank's, by rank
+  std::string choice;                       // "rdma: every rank has a verbs device"
+};
+
+Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::StoreClient& store, const std::string& prefix,
+                                      int rank, int size, uint64_t comm_id, const std::string& master_addr,
+                                      Deadline deadline);
+
+}  // namespace chorus

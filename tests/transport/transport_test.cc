@@ -1,0 +1,256 @@
+// The transport contract (transport.h), checked on every transport: TCP with each
+// engine and RDMA (which skips, naming the reason, where no verbs device exists; the
+// RDMA lane runs it inside a Soft-RoCE guest: tools/rdma_vm/). Every rank is a
+// transport in this process.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "tests/transport/mesh.h"
+
+namespace chorus::transport {
+namespace {
+
+using testing::Check;
+using testing::Fill;
+using testing::MakeAnyMesh;
+using testing::MeshOptions;
+
+Deadline Soon() { return Deadline::After(std::chrono::seconds(20)); }
+
+class TransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "rdma") {
+      static const std::string why = testing::RdmaUnavailableReason();
+      if (!why.empty()) GTEST_SKIP() << "RDMA: " << why;
+    }
+  }
+  std::vector<std::unique_ptr<Transport>> Mesh(int n, MeshOptions o = {}) {
+    o.engine = GetParam();
+    auto m = MakeAnyMesh(n, o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return {};
+    return std::move(m.value());
+  }
+};
+
+TEST_P(TransportTest, SizesFromZeroTo64MiB) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  const size_t sizes[] = {0, 1, 7, 4095, (256 << 10) - 1, (256 << 10) + 3, 3 << 20, 64 << 20};
+  uint32_t seed = 1;
+  for (size_t n : sizes) {
+    for (bool recv_first : {true, false}) {
+      std::vector<char> out(n), in(n, 0);
+      Fill(&out, seed);
+      RequestPtr r, s;
+      if (recv_first) r = t[0]->Recv(1, 5, in.data(), n);
+      s = t[1]->Send(0, 5, out.data(), n);
+      if (!recv_first) r = t[0]->Recv(1, 5, in.data(), n);
+      Status st = r->Wait(Soon());
+      ASSERT_TRUE(st.ok()) << n << ": " << st.ToString();
+      ASSERT_TRUE(s->Wait(Soon()).ok()) << n;
+      EXPECT_TRUE(Check(in, seed)) << n << " bytes, recv_first " << recv_first;
+      ++seed;
+    }
+  }
+}
+
+TEST_P(TransportTest, AllPairsThreeAndFourRanksIncludingSelf) {
+  for (int n : {3, 4}) {
+    auto t = Mesh(n);
+    ASSERT_EQ(static_cast<int>(t.size()), n);
+    const size_t bytes = 300 * 1024 + 11;  // striped
+    std::vector<std::vector<char>> out(n * n), in(n * n);
+    std::vector<RequestPtr> reqs;
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) {
+        out[a * n + b].resize(bytes + a);
+        in[a * n + b].assign(bytes + a, 0);
+        Fill(&out[a * n + b], a * 100 + b);
+        reqs.push_back(t[b]->Recv(a, 9, in[a * n + b].data(), bytes + a));
+        reqs.push_back(t[a]->Send(b, 9, out[a * n + b].data(), bytes + a));
+      }
+    }
+    for (auto& r : reqs) ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) EXPECT_TRUE(Check(in[a * n + b], a * 100 + b)) << a << "->" << b;
+    }
+  }
+}
+
+TEST_P(TransportTest, ManyTagsInterleavedMatchInPostingOrderPerTag) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  constexpr int kTags = 8, kPerTag = 40;
+  std::vector<std::vector<char>> out(kTags * kPerTag), in(kTags * kPerTag);
+  std::vector<RequestPtr> sends, recvs;
+  // Sends go tag-major, receives are posted in a shuffled tag order (keeping the
+  // per-tag order): the n-th receive of a tag must get the n-th message of that tag.
+  for (int tag = 0; tag < kTags; ++tag) {
+    for (int i = 0; i < kPerTag; ++i) {
+      auto& o = out[tag * kPerTag + i];
+      o.resize(1 + (tag * 977 + i * 131) % 70000);
+      Fill(&o, tag * 1000 + i);
+      sends.push_back(t[0]->Send(1, tag, o.data(), o.size()));
+    }
+  }
+  std::vector<int> order;
+  for (int tag = 0; tag < kTags; ++tag) order.insert(order.end(), kPerTag, tag);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  std::vector<int> next(kTags, 0);
+  for (int tag : order) {
+    int i = next[tag]++;
+    auto& b = in[tag * kPerTag + i];
+    b.assign(out[tag * kPerTag + i].size(), 0);
+    recvs.push_back(t[1]->Recv(0, tag, b.data(), b.size()));
+  }
+  for (auto& r : recvs) ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+  for (auto& r : sends) ASSERT_TRUE(r->Wait(Soon()).ok());
+  for (int k = 0; k < kTags * kPerTag; ++k) EXPECT_TRUE(Check(in[k], (k / kPerTag) * 1000 + k % kPerTag)) << k;
+}
+
+TEST_P(TransportTest, UnexpectedMessagesAreKeptUntilTheRecvIsPosted) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  std::vector<char> small(100), big(5 << 20);
+  Fill(&small, 1);
+  Fill(&big, 2);
+  auto s1 = t[0]->Send(1, 1, small.data(), small.size());
+  auto s2 = t[0]->Send(1, 2, big.data(), big.size());
+  ASSERT_TRUE(s1->Wait(Soon()).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<char> in1(100), in2(5 << 20);
+  auto r2 = t[1]->Recv(0, 2, in2.data(), in2.size());
+  auto r1 = t[1]->Recv(0, 1, in1.data(), in1.size());
+  ASSERT_TRUE(r1->Wait(Soon()).ok());
+  ASSERT_TRUE(r2->Wait(Soon()).ok());
+  ASSERT_TRUE(s2->Wait(Soon()).ok());
+  EXPECT_TRUE(Check(in1, 1));
+  EXPECT_TRUE(Check(in2, 2));
+}
+
+TEST_P(TransportTest, SizeMismatchNamesBothRanksAndSizesAndKeepsTheStreamUsable) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  std::vector<char> out(1000), in(999);
+  auto s = t[0]->Send(1, 3, out.data(), 1000);
+  auto r = t[1]->Recv(0, 3, in.data(), 999);
+  Status st = r->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kMismatch);
+  EXPECT_NE(st.message().find("rank 0 sent 1000 bytes with tag 3"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rank 1 posted a receive of 999 bytes"), std::string::npos) << st.message();
+  // The payload was drained: the next message on the same sockets arrives intact.
+  std::vector<char> out2(4096), in2(4096);
+  Fill(&out2, 9);
+  auto s2 = t[0]->Send(1, 3, out2.data(), out2.size());
+  auto r2 = t[1]->Recv(0, 3, in2.data(), in2.size());
+  ASSERT_TRUE(r2->Wait(Soon()).ok()) << r2->status().ToString();
+  EXPECT_TRUE(Check(in2, 9));
+}
+
+TEST_P(TransportTest, FingerprintMismatchExposesTheRemoteFingerprint) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  int x = 5, y = 0;
+  auto s = t[0]->Send(1, 4, &x, sizeof(x), /*fingerprint=*/0xabc);
+  auto r = t[1]->Recv(0, 4, &y, sizeof(y), /*fingerprint=*/0xdef);
+  EXPECT_EQ(r->Wait(Soon()).code(), StatusCode::kMismatch);
+  EXPECT_EQ(r->remote_fingerprint(), 0xabcu);
+  // A new call (another tag group) with agreeing fingerprints goes through.
+  const uint64_t next_group = 4 + (uint64_t{1} << 16);
+  auto s2 = t[0]->Send(1, next_group, &x, sizeof(x), 0xabc);
+  auto r2 = t[1]->Recv(0, next_group, &y, sizeof(y), 0xabc);
+  ASSERT_TRUE(r2->Wait(Soon()).ok());
+  EXPECT_EQ(y, 5);
+}
+
+TEST_P(TransportTest, AMessageOfAnotherCallInTheSameTagGroupFailsTheGroupsRecvs) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  int x = 5, y = 0;
+  // Rank 1 waits at step 0 of a call; rank 0, in another call, sends at step 3 only.
+  auto r = t[1]->Recv(0, (uint64_t{1} << 63) | 0, &y, sizeof(y), /*fingerprint=*/0x111);
+  auto s = t[0]->Send(1, (uint64_t{1} << 63) | 3, &x, sizeof(x), /*fingerprint=*/0x222);
+  EXPECT_EQ(r->Wait(Soon()).code(), StatusCode::kMismatch);
+  EXPECT_EQ(r->remote_fingerprint(), 0x222u);
+}
+
+TEST_P(TransportTest, BadArgumentsFailAtOnceNamingWhatWasWrong) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  char b[4];
+  Status st = t[0]->Send(5, 1, b, 4)->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("rank 5"), std::string::npos) << st.message();
+  st = t[0]->Recv(1, 1, nullptr, 4)->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("null buffer"), std::string::npos) << st.message();
+  EXPECT_TRUE(t[0]->health().ok());
+}
+
+TEST_P(TransportTest, AbortReachesPeersWithTheReason) {
+  auto t = Mesh(3);
+  ASSERT_EQ(t.size(), 3u);
+  std::vector<char> in1(1 << 20), in2(64);
+  auto r1 = t[1]->Recv(0, 1, in1.data(), in1.size());
+  auto r2 = t[2]->Recv(1, 1, in2.data(), in2.size());  // from a rank that did not abort
+  auto mine = t[0]->Recv(2, 1, in2.data(), in2.size());
+  t[0]->Abort(InternalError("user pulled the plug"));
+  EXPECT_TRUE(mine->Test());
+  EXPECT_EQ(mine->status().code(), StatusCode::kInternal);
+  Status st = r1->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kPeerFailed);
+  EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("user pulled the plug"), std::string::npos) << st.message();
+  EXPECT_FALSE(t[0]->health().ok());
+  // Posting after an abort fails at once with the abort's reason.
+  EXPECT_EQ(t[0]->Send(1, 1, in2.data(), 1)->Wait(Soon()).code(), StatusCode::kInternal);
+  // Rank 2 waited for rank 1, not rank 0, but its call is doomed all the same: the
+  // abort spreads to the whole communicator.
+  st = r2->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kPeerFailed);
+  EXPECT_NE(st.message().find("user pulled the plug"), std::string::npos) << st.message();
+}
+
+TEST_P(TransportTest, DestroyedPeerFailsPendingRequestsNamingIt) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  std::vector<char> in(64 << 20), out(64 << 20);
+  auto r = t[0]->Recv(1, 1, in.data(), in.size());
+  auto s = t[1]->Send(0, 2, out.data(), out.size());  // never received: rank 1 has work pending
+  auto start = Clock::now();
+  t[1].reset();
+  Status st = r->Wait(Soon());
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(st.code(), StatusCode::kPeerFailed);
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+  // The destroyed rank's own send finished one way or the other before it went.
+  EXPECT_TRUE(s->Test());
+}
+
+TEST_P(TransportTest, EngineDeadlineFailsTheRequestAndTellsPeers) {
+  MeshOptions o;
+  o.timeout_ms = 300;
+  auto t = Mesh(2, o);
+  ASSERT_EQ(t.size(), 2u);
+  int x = 0;
+  auto r = t[0]->Recv(1, 77, &x, sizeof(x));
+  Status st = r->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kTimeout);
+  EXPECT_NE(st.message().find("tag 77"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+  // Rank 1 hears rank 0's abort (or, posted before it arrives, runs into its own
+  // deadline): never a hang.
+  int y = 0;
+  EXPECT_FALSE(t[1]->Recv(0, 78, &y, sizeof(y))->Wait(Soon()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("uring", "epoll", "rdma"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace chorus::transport

@@ -1,0 +1,55 @@
+#include "transport/matching.h"
+
+#include <string>
+
+namespace chorus::transport {
+
+Status ValidatePost(int self, int size, bool send, int peer, const void* buf, size_t bytes) {
+  const std::string what = "rank " + std::to_string(self) + ": " + (send ? "send to" : "recv from") + " rank " +
+                           std::to_string(peer);
+  if (peer < 0 || peer >= size) {
+    return InvalidArgument(what + ", but the world has ranks 0.." + std::to_string(size - 1));
+  }
+  if (buf == nullptr && bytes > 0) {
+    return InvalidArgument(what + " of " + std::to_string(bytes) + " bytes from a null buffer");
+  }
+  return Status::Ok();
+}
+
+Status GroupMismatch(int self, int peer, uint64_t tag) {
+  return MismatchError("rank " + std::to_string(peer) + " sent tag " + std::to_string(tag) +
+                       " for a different call than rank " + std::to_string(self) + " expected");
+}
+
+Status CheckMatch(int self, int peer, uint64_t tag, uint64_t len, uint64_t fingerprint, const BasicRequest& recv) {
+  if (len != recv.bytes()) {
+    return MismatchError("rank " + std::to_string(peer) + " sent " + std::to_string(len) + " bytes with tag " +
+                         std::to_string(tag) + ", rank " + std::to_string(self) + " posted a receive of " +
+                         std::to_string(recv.bytes()) + " bytes");
+  }
+  if (recv.fingerprint() != 0 && fingerprint != recv.fingerprint()) return GroupMismatch(self, peer, tag);
+  return Status::Ok();
+}
+
+uint64_t GroupFingerprints::Declare(uint64_t group, uint64_t fp) {
+  declared_.emplace(group, fp);
+  auto it = arrived_.find(group);
+  if (it == arrived_.end()) return 0;
+  if (it->second.first != fp) return it->second.first;
+  if (it->second.second != 0 && it->second.second != fp) return it->second.second;
+  return 0;
+}
+
+bool GroupFingerprints::Arrived(uint64_t group, uint64_t fp) {
+  auto [it, fresh] = arrived_.emplace(group, std::make_pair(fp, uint64_t{0}));
+  if (!fresh && it->second.first != fp && it->second.second == 0) it->second.second = fp;
+  auto d = declared_.find(group);
+  return d != declared_.end() && d->second != fp;
+}
+
+void GroupFingerprints::Erase(uint64_t first_group, uint64_t last_group) {
+  declared_.erase(declared_.lower_bound(first_group), declared_.upper_bound(last_group));
+  arrived_.erase(arrived_.lower_bound(first_group), arrived_.upper_bound(last_group));
+}
+
+}  // namespace chorus::transport

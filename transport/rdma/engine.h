@@ -1,0 +1,192 @@
+// The progress engine of one RdmaTransport: a thread that owns the completion queue
+// and one RC queue pair per peer, matches announced messages to posted receives
+// (the same rules as the TCP engine: transport.h), runs the EAGER and RTS/CTS
+// protocols of ctrl.h with credit-based flow control, and turns completion errors,
+// timeouts and aborts into request errors. It blocks on the completion channel when
+// idle; application threads post through an Inbox.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+#include "transport/inbox.h"
+#include "transport/matching.h"
+#include "transport/rdma/ctrl.h"
+#include "transport/rdma/device.h"
+#include "transport/rdma/memory.h"
+#include "transport/rdma/queue_pair.h"
+#include "transport/request.h"
+
+namespace chorus::transport::rdma {
+
+struct EngineOptions {
+  int rank = 0;
+  int size = 1;
+  uint64_t comm_id = 0;
+  int64_t timeout_ms = 30 * 60 * 1000;  // per request
+  uint32_t eager_bytes = 8192;          // messages up to this size travel inside a control message
+  uint32_t slots = 64;                  // receive slots (credits) per peer
+  uint32_t send_wr = 128;               // send queue depth per peer
+  int64_t keepalive_ms = 1000;          // probe a silent peer we wait for this often
+};
+
+class Engine {
+ public:
+  // Phase 1: completion queue, a queue pair per peer (INIT) with its receive slots
+  // posted. `hosts` name the peers in errors.
+  static Result<std::unique_ptr<Engine>> Create(std::unique_ptr<Device> dev, const EngineOptions& opts);
+  // Our queue pair for each peer (this rank's entry is empty), to publish.
+  std::vector<QpAddress> LocalAddresses() const;
+  // Phase 2: each queue pair to RTR and RTS, aimed at the peer's queue pair for us.
+  Status Connect(const std::vector<QpAddress>& remote, const std::vector<std::string>& hosts);
+  // Phase 3, once every rank connected: starts the thread and exchanges HELLOs (comm
+  // id, rank, size) with every peer.
+  Status Start(Deadline deadline);
+  ~Engine();
+
+  RequestPtr Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
+  void Abort(const Status& reason) { inbox_.AbortAndWait(reason); }
+  void ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, last); }
+  Status health();
+  std::string Describe() const;
+
+ private:
+  // An announced (or only received-for) message from one peer with one tag.
+  struct InMsg {
+    bool announced = false;
+    bool eager = false;
+    uint64_t len = 0, fp = 0, id = 0;
+    std::unique_ptr<char[]> data;  // an unexpected eager message, until its Recv
+    BasicRequestPtr recv;
+    bool discard = false;  // its Recv failed; refuse it when it is announced
+  };
+  struct TagState {
+    uint64_t next_send_seq = 0;
+    uint64_t next_recv_seq = 0;
+    std::unordered_map<uint64_t, InMsg> msgs;
+  };
+  // Something to post on a peer's queue pair, in order.
+  struct OutOp {
+    CtrlHeader h;
+    std::string text;                // NACK/ABORT/DATA_ERROR payload
+    const char* data = nullptr;      // EAGER payload (the user's buffer)
+    BasicRequestPtr eager;           // an EAGER send: complete once copied
+    uint32_t write_id = 0;           // non-zero: the RDMA write of large send `write_id`
+  };
+  struct LargeSend {
+    BasicRequestPtr req;
+    RegistrationCache::Entry* mr = nullptr;
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0, imm = 0;
+    int writes_left = 0;
+  };
+  struct LargeRecv {
+    BasicRequestPtr req;
+    RegistrationCache::Entry* mr = nullptr;
+  };
+  struct Peer {
+    std::string host;
+    std::unique_ptr<QueuePair> qp;
+    Status error;
+    bool hello = false;
+    uint32_t credits = 0;  // peer receive slots we may fill
+    uint32_t owed = 0;     // our re-posted slots the peer does not know about yet
+    uint32_t sq_used = 0;  // our send work requests in flight
+    uint32_t rq_posted = 0;
+    int pending = 0;       // our unfinished requests with this peer
+    bool abort_sent = false;
+    bool credit_queued = false;
+    std::vector<uint32_t> free_send_slots;
+    std::deque<OutOp> out;
+    std::map<uint64_t, TagState> tags;
+    GroupFingerprints groups;
+    Clock::time_point last_heard{}, last_ping{};
+    std::unordered_map<uint32_t, LargeSend> sends;  // by send id
+  };
+
+  Engine(std::unique_ptr<Device> dev, const EngineOptions& opts);
+  Status Init();
+  void Loop();
+  void Teardown();
+  void WaitForCq(int timeout_ms);
+  int PollCq();
+  void OnCompletion(const ibv_wc& wc);
+  void OnControl(int p, const CtrlHeader& h, const char* payload);
+
+  // Matching.
+  void Drain();
+  void PostSend(const BasicRequestPtr& req);
+  void PostRecv(const BasicRequestPtr& req);
+  void SelfSend(const BasicRequestPtr& req);
+  void OnAnnounce(int p, const CtrlHeader& h, const char* payload);
+  void Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char* payload);
+  void Refuse(int p, const InMsg& m, const Status& why);
+  void FailGroup(int p, uint64_t group, uint64_t remote_fp);
+  void OnCts(int p, const CtrlHeader& h);
+  void Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
+
+  // Posting with credits.
+  void Queue(int p, OutOp op, bool urgent = false);
+  void Flush(int p);
+  bool PostCtrl(int p, OutOp& op);
+  bool PostWrite(int p, OutOp& op);
+  Status RepostSlot(int p, uint32_t slot);
+  void Keepalive();
+
+  // Failures.
+  void FailPeer(int p, const Status& st);
+  void BeginAbort(const Status& reason);
+  bool ProgressAbort();
+  void FailEverything();
+  void SetHealth(const Status& st);
+  std::string PeerDesc(int p) const;
+
+  char* RecvSlot(int p, uint32_t i) const;
+  char* SendSlot(int p, uint32_t i) const;
+
+  const EngineOptions opts_;
+  const int rank_;
+  const int size_;
+  const size_t slot_bytes_;
+  std::unique_ptr<Device> dev_;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  unsigned unacked_events_ = 0;
+  std::unique_ptr<char[], void (*)(void*)> pool_{nullptr, nullptr};
+  std::unique_ptr<MemoryRegion> pool_mr_;
+  RegistrationCache cache_;
+  std::vector<Peer> peers_;
+  std::thread thread_;
+  Inbox inbox_;
+  RequestDeadlines deadlines_;
+
+  std::mutex start_mu_;  // HELLO hand-shake results, for Start()
+  std::condition_variable start_cv_;
+  int hellos_ = 0;
+  Status start_error_;
+  std::mutex health_mu_;
+  Status health_;
+
+  // Engine thread only.
+  int64_t active_ = 0;
+  bool stopping_ = false;
+  bool aborting_ = false;
+  bool qps_in_error_ = false;
+  Status abort_status_;
+  Clock::time_point abort_linger_{}, abort_flush_{};
+  uint32_t next_send_id_ = 1;
+  uint32_t next_recv_id_ = 1;
+  std::unordered_map<uint32_t, LargeRecv> recvs_;  // CTS sent, waiting for the data
+};
+
+}  // namespace chorus::transport::rdma
