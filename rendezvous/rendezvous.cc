@@ -182,19 +182,22 @@ Result<Rendezvous> HostFileStore(const InitSpec& spec, Deadline deadline) {
 
 // Connects to the store a record names and checks it is this run's. On success
 // `*client` is set; otherwise the returned status says why the record is rejected.
-Status TryRecord(const InitSpec& spec, const FileRecord& rec, Deadline deadline,
+Status TryRecord(const InitSpec& spec, const FileRecord& rec, Deadline deadline, int64_t connect_ms,
                  std::unique_ptr<StoreClient>* client) {
   const std::string where = JoinHostPort(rec.host, rec.port);
-  // Rank 0's store is up before its file exists, so a refusal means "stale": retry
-  // only briefly (transient network trouble), then re-read the file.
+  // Rank 0's store is up before its file exists, so no answer means "stale" or "slow":
+  // try briefly, re-read the file, and try again with more patience.
   Result<std::unique_ptr<StoreClient>> c =
-      StoreClient::Connect(rec.host, rec.port, deadline.Earlier(Deadline::AfterMs(500)));
+      StoreClient::Connect(rec.host, rec.port, deadline.Earlier(Deadline::AfterMs(connect_ms)));
   if (!c.ok()) {
     return PeerFailed("it names the store " + where + " (written by " + rec.writer +
                       ") but nothing answers there; it looks stale from an earlier run (" + c.status().message() + ")");
   }
   Result<std::string> nonce = c.value()->Get(kNonceKey, std::chrono::milliseconds(1000));
   Result<std::string> world = c.value()->Get(kWorldKey, std::chrono::milliseconds(1000));
+  if (!nonce.ok() && nonce.status().code() != StatusCode::kMismatch) {
+    return PeerFailed("the store " + where + " it names did not answer (" + nonce.status().message() + ")");
+  }
   if (!nonce.ok() || nonce.value() != rec.nonce) {
     return MismatchError("the store at " + where + " does not hold the file's run nonce " + rec.nonce +
                          ": the file is from another run");
@@ -215,6 +218,7 @@ Result<Rendezvous> FindFileStore(const InitSpec& spec, Deadline deadline) {
   Status why;            // why it was rejected
   bool seen = false;
   auto backoff = std::chrono::milliseconds(20);
+  int64_t connect_ms = 500;  // doubles while a store stays silent (a loaded or emulated machine)
   for (;;) {
     std::ifstream in(path);
     if (in) {
@@ -225,14 +229,20 @@ Result<Rendezvous> FindFileStore(const InitSpec& spec, Deadline deadline) {
       if (content != rejected) {
         Result<FileRecord> rec = ParseRecord(content, path);
         std::unique_ptr<StoreClient> client;
-        Status st = rec.ok() ? TryRecord(spec, rec.value(), deadline, &client) : rec.status();
+        Status st = rec.ok() ? TryRecord(spec, rec.value(), deadline, connect_ms, &client) : rec.status();
         if (st.ok()) {
           Rendezvous rdv;
           rdv.client = std::move(client);
           return rdv;
         }
         CHORUS_INFO("rank " << spec.rank << ": ignoring rendezvous file " << path << ": " << st.message());
-        rejected = content;
+        // A store from another run stays rejected until the file changes; a silent one
+        // is tried again, with more patience.
+        if (st.code() == StatusCode::kPeerFailed) {
+          connect_ms = std::min<int64_t>(connect_ms * 2, 8000);
+        } else {
+          rejected = content;
+        }
         why = st;
       }
     }

@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
 # The test command: bootstraps the machine (apt), then runs `bazel test //...`
 # and prints "N passed, N failed, N skipped" counted from every test case's result.
-# Extra arguments go to bazel test (e.g. tools/test.sh //tests/chorus/...).
+# With --rdma (the default when CI=true) it also runs the RDMA lane: the RDMA tests
+# inside a Soft-RoCE QEMU guest (tools/rdma_vm/run_tests.sh), counted in the same line.
+# Other arguments go to bazel test (e.g. tools/test.sh //tests/chorus/...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+rdma_lane=0
+[ "${CI:-}" = "true" ] && rdma_lane=1
+args=()
+for a in "$@"; do
+  case "$a" in
+    --rdma) rdma_lane=1 ;;
+    --no-rdma) rdma_lane=0 ;;
+    *) args+=("$a") ;;
+  esac
+done
+set -- "${args[@]+"${args[@]}"}"
 
 tools/bootstrap.sh || exit 1
 
@@ -24,8 +38,15 @@ set_expr="tests(set(${targets[*]}))"
 bazel query "$set_expr except attr(tags, manual, $set_expr)" 2>/dev/null | grep '^//' >"$labels"
 # Not the bazel-testlogs symlink: it follows whatever configuration was built last.
 testlogs=$(bazel info bazel-testlogs 2>/dev/null)
-python3 tools/count_tests.py "$testlogs" --bazel-exit "$rc" --labels "$labels"
+count_args=()
+if [ $rdma_lane -eq 1 ]; then
+  lane_out=$(mktemp -d)
+  tools/rdma_vm/run_tests.sh "$lane_out"
+  count_args+=(--xml-dir "$lane_out")
+fi
+python3 tools/count_tests.py "$testlogs" --bazel-exit "$rc" --labels "$labels" "${count_args[@]+"${count_args[@]}"}"
 count_rc=$?
 rm -f "$labels"
+[ $rdma_lane -eq 1 ] && rm -rf "$lane_out"
 [ $rc -ne 0 ] && exit $rc
 exit $count_rc

@@ -24,8 +24,9 @@ enum class CtrlType : uint16_t {
   kNack = 5,    // payload: why the receiver refused the message with `id`
   kDataError = 6,  // sender could not write the message for `imm`; payload: why
   kCredit = 7,  // only returns credits
-  kPing = 8,    // liveness probe while waiting (its ACK is the answer)
+  kPing = 8,    // liveness probe of a silent peer we wait for
   kAbort = 9,   // payload: the reason
+  kPong = 10,   // the answer to a PING
 };
 
 struct CtrlHeader {

@@ -503,8 +503,13 @@ void Engine::OnControl(int p, const CtrlHeader& h, const char* payload) {
       cache_.Release(r.mr);
       return Finish(r.req, PeerFailed(PeerDesc(p) + " could not send " + r.req->Describe() + ": " + text));
     }
+    case CtrlType::kPing: {
+      OutOp op;
+      op.h.type = static_cast<uint16_t>(CtrlType::kPong);
+      return Queue(p, std::move(op), /*urgent=*/true);
+    }
     case CtrlType::kCredit:
-    case CtrlType::kPing:
+    case CtrlType::kPong:
       return;
     case CtrlType::kAbort: {
       Status st = PeerFailed("rank " + std::to_string(p) + (peer.host.empty() ? "" : " (host " + peer.host + ")") +
@@ -539,7 +544,7 @@ void Engine::OnCompletion(const ibv_wc& wc) {
                                   " failed: " + dev_->verbs().wc_status_str(wc.status) + hint + " (verbs status " +
                                   std::to_string(wc.status) + ", vendor error " + std::to_string(wc.vendor_err) + ")"));
   }
-  peer.last_heard = Clock::now();
+  if (kind == kRecvSlot) peer.last_heard = Clock::now();  // only what the peer sent proves it alive
   if (kind == kWrite) {
     auto it = peer.sends.find(WrIndex(wc.wr_id));
     if (it == peer.sends.end() || --it->second.writes_left > 0) return;
@@ -699,14 +704,21 @@ bool Engine::PostWrite(int p, OutOp& op) {
 }
 
 void Engine::Keepalive() {
-  // A silent peer we wait for is probed: the probe's acknowledgement proves it alive,
-  // its failure (retries exhausted) names it, so a vanished peer is never a hang.
+  // A silent peer we wait for gets a PING; its engine answers PONG. A peer that stays
+  // silent past peer_timeout_ms (process gone, machine gone, engine stuck) fails with
+  // its name, so a vanished peer is never a hang, whatever the verbs provider reports.
   const auto now = Clock::now();
   const auto every = std::chrono::milliseconds(opts_.keepalive_ms);
   for (int p = 0; p < size_; ++p) {
     Peer& peer = peers_[p];
     if (p == rank_ || peer.pending == 0 || !peer.error.ok()) continue;
-    if (now - peer.last_heard < every || now - peer.last_ping < every) continue;
+    if (now - peer.last_heard < every) continue;
+    if (peer.last_ping > peer.last_heard) {  // a probe is out
+      if (now - peer.last_ping < std::chrono::milliseconds(opts_.peer_timeout_ms)) continue;
+      FailPeer(p, PeerFailed("rank " + std::to_string(rank_) + ": " + PeerDesc(p) + " did not answer for " +
+                             std::to_string(opts_.peer_timeout_ms) + " ms while requests wait for it (process or host gone?)"));
+      continue;
+    }
     peer.last_ping = now;
     OutOp op;
     op.h.type = static_cast<uint16_t>(CtrlType::kPing);

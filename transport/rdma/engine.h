@@ -37,7 +37,8 @@ struct EngineOptions {
   uint32_t eager_bytes = 8192;          // messages up to this size travel inside a control message
   uint32_t slots = 64;                  // receive slots (credits) per peer
   uint32_t send_wr = 128;               // send queue depth per peer
-  int64_t keepalive_ms = 1000;          // probe a silent peer we wait for this often
+  int64_t keepalive_ms = 1000;          // probe a peer we wait for after this much silence
+  int64_t peer_timeout_ms = 10000;      // and declare it gone after this much more
 };
 
 class Engine {

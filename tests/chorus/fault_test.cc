@@ -1,0 +1,67 @@
+// A rank killed in the middle of a collective: every other rank's call fails with an
+// error naming it, on whatever transport CHORUS_TRANSPORT picks (TCP here; the RDMA
+// lane runs this binary inside the Soft-RoCE guest with CHORUS_TRANSPORT=rdma).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "chorus/communicator.h"
+#include "gtest/gtest.h"
+#include "tests/util/multiproc.h"
+
+namespace chorus {
+namespace {
+
+using testing::RunRanks;
+
+Options TestOptions() {
+  Options o;
+  o.init_method = "file://" + testing::UniqueRendezvousFile();
+  Config c = Config::Process();
+  c.timeout_ms = 60000;  // far beyond the failure detection: the error must come from it
+  c.connect_timeout_ms = 30000;
+  o.config = c;
+  return o;
+}
+
+TEST(Fault, RankKilledMidAllReduceFailsEveryOtherRankNamingIt) {
+  Options o = TestOptions();
+  const auto start = std::chrono::steady_clock::now();
+  auto exits = RunRanks(
+      3,
+      [&](int rank) {
+        auto comm = Communicator::Create(o);
+        RANK_OK(comm.status());
+        Communicator& c = **comm;
+        // One call that completes, so every connection is in use, then one that cannot.
+        std::vector<float> small(1024, 1.0f);
+        RANK_OK(c.AllReduce(small.data(), small.data(), small.size(), DataType::kFloat32, ReduceOp::kSum));
+        std::vector<float> big(16 << 20, 1.0f);
+        if (rank == 2) {
+          Work w = c.IAllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
+          usleep(50 * 1000);
+          kill(getpid(), SIGKILL);
+        }
+        Status st = c.AllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
+        RANK_CHECK(!st.ok(), "all_reduce succeeded without rank 2");
+        RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
+        // Rank 1 learns of rank 2 first and aborts; rank 0 hears rank 1's ABORT naming
+        // rank 2, or (on TCP, when rank 1 exits first and its reset discards the ABORT
+        // frame) that rank 1 went away: either way an error naming who failed.
+        const bool names = st.message().find("rank 2") != std::string::npos ||
+                           (rank == 0 && st.message().find("rank 1") != std::string::npos);
+        RANK_CHECK(names, st.message());
+        return 0;
+      },
+      {.timeout_seconds = 90});
+  EXPECT_EQ(exits[2].signal, SIGKILL) << exits[2].Describe();
+  EXPECT_TRUE(exits[0].exited && exits[0].code == 0) << exits[0].Describe();
+  EXPECT_TRUE(exits[1].exited && exits[1].code == 0) << exits[1].Describe();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+}  // namespace
+}  // namespace chorus
