@@ -103,7 +103,7 @@ args=(-accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem" -M pc
       -kernel "$KERNEL" -initrd "$INITRD" -append "$append"
       -chardev "file,id=con,path=$(qemu_path "$con_path")" -serial chardev:con
       -chardev "file,id=out,path=$(qemu_path "$rundir/out.fifo")"
-      -device virtio-serial-pci,id=vser0 -device virtconsole,chardev=out,bus=vser0.0
+      -device virtio-serial-pci,id=vser0 -device virtserialport,chardev=out,bus=vser0.0,name=chorus.out
       -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
       -virtfs "local,path=$(qemu_path "$rundir"),mount_tag=chorusrun,security_model=none")
 [ -n "$out" ] && args+=(-virtfs "local,path=$(qemu_path "$out"),mount_tag=chorusout,security_model=none,multidevs=remap")
