@@ -48,12 +48,9 @@ TEST(Fault, RankKilledMidAllReduceFailsEveryOtherRankNamingIt) {
         Status st = c.AllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
         RANK_CHECK(!st.ok(), "all_reduce succeeded without rank 2");
         RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
-        // Rank 1 learns of rank 2 first and aborts; rank 0 hears rank 1's ABORT naming
-        // rank 2, or (on TCP, when rank 1 exits first and its reset discards the ABORT
-        // frame) that rank 1 went away: either way an error naming who failed.
-        const bool names = st.message().find("rank 2") != std::string::npos ||
-                           (rank == 0 && st.message().find("rank 1") != std::string::npos);
-        RANK_CHECK(names, st.message());
+        // Whoever learns first aborts and tells the others why (on TCP an ABORT frame is
+        // read even when the connection that carried it was reset right after).
+        RANK_CHECK(st.message().find("rank 2") != std::string::npos, st.message());
         return 0;
       },
       {.timeout_seconds = 90});

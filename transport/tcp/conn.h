@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "chorus/deadline.h"
+#include "chorus/status.h"
 #include "transport/tcp/frame_machine.h"
 #include "transport/tcp/socket_util.h"
 
@@ -32,6 +34,10 @@ struct Conn final : public FrameSink {
   bool send_inflight = false;  // io_uring: a sendmsg is submitted (iov/msg below are in use)
   bool epoll_out = false;      // epoll: EPOLLOUT is registered
   bool abort_pending = false;  // an ABORT frame must be queued once no send is in flight
+  // A send failed (the peer reset the connection): the receive side is read on for a
+  // moment, because the peer may have said why (an ABORT frame) before it went.
+  Status send_error;
+  Clock::time_point send_error_deadline{};
   struct msghdr msg {};
   struct iovec iov[SendMachine::kMaxIov];
 };

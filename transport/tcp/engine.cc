@@ -8,14 +8,15 @@
 #include <future>
 
 #include "chorus/log.h"
+#include "transport/matching.h"
 
 namespace chorus::transport::tcp {
 namespace {
 
 // How long an aborting engine keeps trying to deliver its ABORT frames.
-// Tags that agree above these bits belong to one call (see Transport::Recv).
-constexpr int kTagGroupShift = 16;
 constexpr auto kAbortLinger = std::chrono::milliseconds(1000);
+// How long a connection whose send failed is still read (for the peer's ABORT frame).
+constexpr auto kReadAfterSendError = std::chrono::milliseconds(500);
 
 std::string ErrnoText(int64_t res) { return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res)); }
 
@@ -36,8 +37,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& opts, std::ve
   // Blocking on purpose: io_uring answers a read on an O_NONBLOCK eventfd with -EAGAIN
   // at once instead of waiting for it, which would turn the engine into a busy loop.
   // (The epoll engine reads it only after epoll reported it readable.)
-  e->wake_fd_ = UniqueFd(eventfd(0, EFD_CLOEXEC));
-  if (!e->wake_fd_.valid()) return IoError("eventfd", errno);
+  CHORUS_RETURN_IF_ERROR(e->inbox_.Init());
   // The ring is created on the engine thread: it is the ring's only submitter.
   std::promise<Status> started;
   std::future<Status> ready = started.get_future();
@@ -51,14 +51,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& opts, std::ve
 }
 
 Engine::~Engine() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_requested_ = true;
-  }
-  has_cmds_.store(true);
-  uint64_t one = 1;
-  if (write(wake_fd_.get(), &one, sizeof(one)) < 0) {
-  }
+  inbox_.RequestStop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -74,7 +67,7 @@ Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
   int nconns = 0;
   for (auto& v : *sockets) nconns += static_cast<int>(v.size());
   if (opts_.use_uring) {
-    Result<std::unique_ptr<Poller>> p = MakeUringPoller(this, wake_fd_.get(), nconns);
+    Result<std::unique_ptr<Poller>> p = MakeUringPoller(this, inbox_.wake_fd(), nconns);
     if (p.ok()) {
       poller_ = std::move(p.value());
     } else if (!opts_.fallback_to_epoll) {
@@ -84,7 +77,7 @@ Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
     }
   }
   if (!poller_) {
-    Result<std::unique_ptr<Poller>> p = MakeEpollPoller(this, wake_fd_.get());
+    Result<std::unique_ptr<Poller>> p = MakeEpollPoller(this, inbox_.wake_fd());
     if (!p.ok()) return p.status();
     poller_ = std::move(p.value());
   }
@@ -102,6 +95,7 @@ Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
 void Engine::Loop() {
   for (;;) {
     DrainCommands();
+    FailBrokenConns();
     FinalizeFailedPeers();
     CheckTimeouts();
     if (!aborting_ && stopping_) {
@@ -112,10 +106,9 @@ void Engine::Loop() {
     int timeout = NextTimeoutMs();
     // Dekker-style hand-shake with Post(): either we see its command, or it sees us
     // asleep and writes the eventfd.
-    sleeping_.store(true);
-    if (has_cmds_.load()) timeout = 0;
+    if (!inbox_.BeginSleep()) timeout = 0;
     Status st = poller_->Poll(timeout);
-    sleeping_.store(false);
+    inbox_.EndSleep();
     if (!st.ok() && !aborting_) BeginAbort(st.WithContext("rank " + std::to_string(rank_) + " TCP engine"));
   }
 }
@@ -126,61 +119,20 @@ void Engine::Teardown() {
   }
   poller_.reset();
   for (Peer& p : peers_) p.conns.clear();
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
-  if (closed_status_.ok()) closed_status_ = aborting_ ? abort_status_ : AbortedError("transport closed");
-  // Posted after the last drain: nobody else will complete them.
-  for (const BasicRequestPtr& r : cmds_) r->Complete(closed_status_);
-  cmds_.clear();
-  exited_ = true;
-  exit_cv_.notify_all();
+  inbox_.Exit(aborting_ ? abort_status_ : AbortedError("transport closed"));
 }
 
 // ---- Application threads ----
 
 RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
   auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) {
-      req->Complete(closed_status_);
-      return req;
-    }
-    cmds_.push_back(req);
-  }
-  has_cmds_.store(true);
-  if (sleeping_.load()) {
-    uint64_t one = 1;
-    if (write(wake_fd_.get(), &one, sizeof(one)) < 0) {
-    }
-  }
+  inbox_.Post(req);
   return req;
 }
 
-void Engine::Abort(const Status& reason) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!closed_) {
-    closed_ = true;
-    closed_status_ = reason;
-    abort_requested_ = true;
-    abort_reason_ = reason;
-    has_cmds_.store(true);
-    uint64_t one = 1;
-    if (write(wake_fd_.get(), &one, sizeof(one)) < 0) {
-    }
-  }
-  // Returns once the engine thread touches no user buffer any more.
-  exit_cv_.wait(lock, [this] { return exited_; });
-}
+void Engine::Abort(const Status& reason) { inbox_.AbortAndWait(reason); }
 
-void Engine::ReleaseTags(uint64_t first, uint64_t last) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
-    releases_.emplace_back(first, last);
-  }
-  has_cmds_.store(true);  // handled with the next wake-up; no need to wake the engine now
-}
+void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, last); }
 
 Status Engine::health() {
   std::lock_guard<std::mutex> lock(health_mu_);
@@ -195,23 +147,10 @@ void Engine::SetHealth(const Status& st) {
 // ---- Engine thread: commands ----
 
 void Engine::DrainCommands() {
-  std::vector<BasicRequestPtr> cmds;
-  std::vector<std::pair<uint64_t, uint64_t>> releases;
-  bool abort = false, stop = false;
-  Status reason;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cmds.swap(cmds_);
-    releases.swap(releases_);
-    has_cmds_.store(false);
-    abort = abort_requested_;
-    abort_requested_ = false;
-    reason = abort_reason_;
-    stop = stop_requested_;
-  }
-  for (BasicRequestPtr& req : cmds) {
+  Inbox::Batch b = inbox_.Drain();
+  for (BasicRequestPtr& req : b.posts) {
     ++active_;
-    Track(req);
+    deadlines_.Track(req);
     if (aborting_) {
       Finish(req, abort_status_);
     } else if (req->kind() == BasicRequest::Kind::kSend) {
@@ -222,19 +161,16 @@ void Engine::DrainCommands() {
   }
   // Tags of finished collectives: every message with them has been matched, so their
   // sequence counters can go (the map would otherwise grow with every call).
-  for (const auto& [first, last] : releases) {
+  for (const auto& [first, last] : b.releases) {
     for (Peer& p : peers_) {
       for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last;) {
         it = it->second.msgs.empty() ? p.tags.erase(it) : std::next(it);
       }
-      p.group_fp.erase(p.group_fp.lower_bound(first >> kTagGroupShift),
-                       p.group_fp.upper_bound(last >> kTagGroupShift));
-      p.group_rx_fp.erase(p.group_rx_fp.lower_bound(first >> kTagGroupShift),
-                          p.group_rx_fp.upper_bound(last >> kTagGroupShift));
+      p.groups.Erase(TagGroup(first), TagGroup(last));
     }
   }
-  if (abort && !aborting_) BeginAbort(reason);
-  if (stop) stopping_ = true;
+  if (b.abort && !aborting_) BeginAbort(b.abort_reason);
+  if (b.stop) stopping_ = true;
 }
 
 void Engine::Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp) {
@@ -281,7 +217,7 @@ void Engine::SelfSend(const BasicRequestPtr& req) {
   m.frames_seen = 1;
   m.bytes_done = req->bytes();
   if (m.recv) {
-    Status st = CheckMatch(rank_, req->tag(), m.total_len, m.fingerprint, *m.recv);
+    Status st = CheckMatch(rank_, rank_, req->tag(), m.total_len, m.fingerprint, *m.recv);
     if (st.ok() && req->bytes() > 0) std::memcpy(m.recv->buf(), req->buf(), req->bytes());
     Finish(m.recv, st, st.ok() ? 0 : m.fingerprint);
     ts.msgs.erase(seq);
@@ -303,12 +239,8 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
   InMsg& m = *slot;
   m.recv = req;
   if (req->fingerprint() != 0) {
-    const uint64_t group = req->tag() >> kTagGroupShift;
-    peers_[p].group_fp.emplace(group, req->fingerprint());
-    if (uint64_t other = ConflictingFingerprint(peers_[p], group, req->fingerprint())) {
-      Finish(req, MismatchError("rank " + std::to_string(p) + " sent tag " + std::to_string(req->tag() & ~0xffffull) +
-                                "+ for a different call than rank " + std::to_string(rank_) + " expected"),
-             other);
+    if (uint64_t other = peers_[p].groups.Declare(TagGroup(req->tag()), req->fingerprint())) {
+      Finish(req, GroupMismatch(rank_, p, req->tag() & ~0xffffull), other);
       m.recv.reset();
       m.discard = true;
       MaybeComplete(ts, seq);
@@ -316,26 +248,13 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
     }
   }
   if (!m.header_seen) return;  // frames will be received straight into the buffer
-  Status st = CheckMatch(p, req->tag(), m.total_len, m.fingerprint, *req);
+  Status st = CheckMatch(rank_, p, req->tag(), m.total_len, m.fingerprint, *req);
   if (!st.ok()) {
     Finish(req, st, m.fingerprint);
     m.recv.reset();
     m.discard = true;
   }
   MaybeComplete(ts, seq);
-}
-
-uint64_t Engine::ConflictingFingerprint(const Peer& p, uint64_t group, uint64_t fp) const {
-  auto it = p.group_rx_fp.find(group);
-  if (it == p.group_rx_fp.end()) return 0;
-  if (it->second.first != fp) return it->second.first;
-  if (it->second.second != 0 && it->second.second != fp) return it->second.second;
-  return 0;
-}
-
-void Engine::NoteArrivedFingerprint(Peer& p, uint64_t group, uint64_t fp) {
-  auto [it, fresh] = p.group_rx_fp.emplace(group, std::make_pair(fp, uint64_t{0}));
-  if (!fresh && it->second.first != fp && it->second.second == 0) it->second.second = fp;
 }
 
 void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
@@ -345,27 +264,12 @@ void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
     for (auto& [seq, m] : it->second.msgs) {
       if (!m->recv) continue;
       Finish(m->recv,
-             MismatchError("rank " + std::to_string(peer) + " sent tag " + std::to_string(it->first) +
-                           " for a different call than rank " + std::to_string(rank_) + " expected"),
+             GroupMismatch(rank_, peer, it->first),
              remote_fp);
       m->recv.reset();
       m->discard = true;
     }
   }
-}
-
-Status Engine::CheckMatch(int peer, uint64_t tag, uint64_t total_len, uint64_t fingerprint,
-                          const BasicRequest& recv) const {
-  if (total_len != recv.bytes()) {
-    return MismatchError("rank " + std::to_string(peer) + " sent " + std::to_string(total_len) + " bytes with tag " +
-                         std::to_string(tag) + ", rank " + std::to_string(rank_) + " posted a receive of " +
-                         std::to_string(recv.bytes()) + " bytes");
-  }
-  if (recv.fingerprint() != 0 && fingerprint != recv.fingerprint()) {
-    return MismatchError("rank " + std::to_string(peer) + " sent tag " + std::to_string(tag) +
-                         " for a different call than rank " + std::to_string(rank_) + " expected");
-  }
-  return Status::Ok();
 }
 
 void Engine::MaybeComplete(TagState& ts, uint64_t seq) {
@@ -402,12 +306,10 @@ Status Engine::OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest) {
     m.total_len = h.total_len;
     m.fingerprint = h.fingerprint;
     if (h.fingerprint != 0) {
-      NoteArrivedFingerprint(peer, h.tag >> kTagGroupShift, h.fingerprint);
-      auto g = peer.group_fp.find(h.tag >> kTagGroupShift);
-      if (g != peer.group_fp.end() && g->second != h.fingerprint) FailGroup(c->peer, g->first, h.fingerprint);
+      if (peer.groups.Arrived(TagGroup(h.tag), h.fingerprint)) FailGroup(c->peer, TagGroup(h.tag), h.fingerprint);
     }
     if (m.recv) {
-      Status st = CheckMatch(c->peer, h.tag, h.total_len, h.fingerprint, *m.recv);
+      Status st = CheckMatch(rank_, c->peer, h.tag, h.total_len, h.fingerprint, *m.recv);
       if (!st.ok()) {
         Finish(m.recv, st, h.fingerprint);
         m.recv.reset();
@@ -461,8 +363,9 @@ void Engine::OnRecvResult(Conn* c, int64_t res) {
     return;
   }
   if (res == -EINTR || res == -EAGAIN) return;
-  FailPeer(c->peer, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) + " lost: " +
-                               ErrnoText(res)));
+  FailPeer(c->peer, c->send_error.ok() ? PeerFailed("rank " + std::to_string(rank_) + ": connection to " +
+                                                    PeerDesc(c->peer) + " lost: " + ErrnoText(res))
+                                       : c->send_error);
 }
 
 void Engine::OnSendResult(Conn* c, int64_t res) {
@@ -478,9 +381,27 @@ void Engine::OnSendResult(Conn* c, int64_t res) {
     }
     return;
   }
-  if (c->shut || res == -EINTR || res == -EAGAIN) return;
-  FailPeer(c->peer, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
-                               " lost while sending: " + ErrnoText(res)));
+  if (c->shut || res == -EINTR || res == -EAGAIN || !c->send_error.ok()) return;
+  // The peer reset the connection. It may have sent an ABORT frame naming the real
+  // cause before it went: read on until the receive side ends too (or briefly), then
+  // fail the peer with whichever is known.
+  c->send_error = PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
+                             " lost while sending: " + ErrnoText(res));
+  c->send_error_deadline = Clock::now() + kReadAfterSendError;
+  broken_.push_back(c);
+}
+
+void Engine::FailBrokenConns() {
+  const auto now = Clock::now();
+  for (size_t i = 0; i < broken_.size();) {
+    Conn* c = broken_[i];
+    if (peers_[c->peer].error.ok() && now < c->send_error_deadline) {
+      ++i;
+      continue;
+    }
+    FailPeer(c->peer, c->send_error);
+    broken_.erase(broken_.begin() + static_cast<long>(i));
+  }
 }
 
 // ---- Failures, aborts, timeouts ----
@@ -543,14 +464,7 @@ void Engine::BeginAbort(const Status& reason) {
   aborting_ = true;
   abort_status_ = reason;
   SetHealth(reason);
-  {
-    // From now on posts fail at once with the reason.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!closed_) {
-      closed_ = true;
-      closed_status_ = reason;
-    }
-  }
+  inbox_.Close(reason);  // from now on posts fail at once with the reason
   linger_deadline_ = Clock::now() + kAbortLinger;
   for (Peer& p : peers_) {
     if (!p.error.ok()) continue;
@@ -613,42 +527,24 @@ bool Engine::ProgressAbort() {
       ts.msgs.clear();
     }
   }
-  for (const BasicRequestPtr& r : timeouts_) Finish(r, abort_status_);
-  timeouts_.clear();
+  for (const BasicRequestPtr& r : deadlines_.TakeAll()) Finish(r, abort_status_);
   return true;
 }
 
-void Engine::Track(const BasicRequestPtr& req) {
-  req->deadline = Clock::now() + std::chrono::milliseconds(opts_.timeout_ms);
-  timeouts_.push_back(req);
-  if (timeouts_.size() >= timeouts_compact_at_) {
-    timeouts_.erase(std::remove_if(timeouts_.begin(), timeouts_.end(), [](const BasicRequestPtr& r) { return r->Test(); }),
-                    timeouts_.end());
-    timeouts_compact_at_ = std::max<size_t>(1024, 2 * timeouts_.size());
-  }
-}
-
 void Engine::CheckTimeouts() {
-  while (!timeouts_.empty() && timeouts_.front()->Test()) timeouts_.pop_front();
-  if (timeouts_.empty() || aborting_) return;
-  const BasicRequestPtr& r = timeouts_.front();
-  if (Clock::now() < r->deadline) return;
+  if (aborting_) return;
+  BasicRequestPtr r = deadlines_.Expired();
+  if (!r) return;
   // A request that outlived its deadline may still be written by the kernel: the only
   // safe way to give its buffer back is to stop the whole transport.
-  BeginAbort(TimeoutError("rank " + std::to_string(rank_) + ": " + r->Describe() + " with " +
-                          PeerDesc(r->peer()) + " did not finish within " + std::to_string(opts_.timeout_ms) + " ms"));
+  BeginAbort(TimeoutError("rank " + std::to_string(rank_) + ": " + r->Describe() + " with " + PeerDesc(r->peer()) +
+                          " did not finish within " + std::to_string(opts_.timeout_ms) + " ms"));
 }
 
 int Engine::NextTimeoutMs() {
-  int ms = -1;
-  if (aborting_ || !failing_.empty()) ms = 10;
-  while (!timeouts_.empty() && timeouts_.front()->Test()) timeouts_.pop_front();
-  if (!timeouts_.empty()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(timeouts_.front()->deadline - Clock::now()).count();
-    int t = static_cast<int>(std::clamp<int64_t>(left + 1, 1, 60 * 1000));
-    ms = ms < 0 ? t : std::min(ms, t);
-  }
-  return ms;
+  const int ms = (aborting_ || !failing_.empty() || !broken_.empty()) ? 10 : -1;
+  const int t = deadlines_.NextTimeoutMs();
+  return ms < 0 ? t : t < 0 ? ms : std::min(ms, t);
 }
 
 std::string Engine::PeerDesc(int peer) const {

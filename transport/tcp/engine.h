@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "chorus/status.h"
+#include "transport/inbox.h"
+#include "transport/matching.h"
 #include "transport/tcp/conn.h"
 #include "transport/tcp/poller.h"
 #include "transport/request.h"
@@ -87,10 +89,8 @@ class Engine final : public IoHandler {
     Status error;  // set once the connection is broken
     uint64_t rr = 0;
     std::map<uint64_t, TagState> tags;  // ordered: ReleaseTags erases ranges
-    // Fingerprint declared by the Recvs of each tag group (tag >> 16, one call).
-    std::map<uint64_t, uint64_t> group_fp;
-    // The first two distinct fingerprints that arrived from this peer for each group.
-    std::map<uint64_t, std::pair<uint64_t, uint64_t>> group_rx_fp;
+    // Fingerprints declared and arrived per tag group (one call).
+    GroupFingerprints groups;
   };
 
   Engine(const EngineOptions& opts, std::vector<PeerInfo> peers);
@@ -106,19 +106,16 @@ class Engine final : public IoHandler {
   void Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
   void FrameResolved(const BasicRequestPtr& req, const Status& st);
   void MaybeComplete(TagState& ts, uint64_t seq);
-  Status CheckMatch(int peer, uint64_t tag, uint64_t total_len, uint64_t fingerprint, const BasicRequest& recv) const;
 
   // A frame of a call this rank is not in (same tag group, other fingerprint) fails
   // every Recv of that group from the peer: the ranks called different collectives.
   void FailGroup(int peer, uint64_t group, uint64_t remote_fp);
-  uint64_t ConflictingFingerprint(const Peer& p, uint64_t group, uint64_t fp) const;
-  static void NoteArrivedFingerprint(Peer& p, uint64_t group, uint64_t fp);
   void FailPeer(int peer, const Status& st);
+  void FailBrokenConns();  // connections whose send failed, once read to the end
   void FinalizeFailedPeers();
   void BeginAbort(const Status& reason);
   void QueueAbortFrame(Conn* c);  // needs no send in flight on c
   bool ProgressAbort();  // true once everything is failed and no I/O is in flight
-  void Track(const BasicRequestPtr& req);
   void CheckTimeouts();
   int NextTimeoutMs();
   void SetHealth(const Status& st);
@@ -128,24 +125,11 @@ class Engine final : public IoHandler {
   const int rank_;
   const int size_;
   std::vector<Peer> peers_;
-  UniqueFd wake_fd_;
   std::unique_ptr<Poller> poller_;
   std::string engine_name_;
   std::thread thread_;
 
-  // Shared with application threads.
-  std::mutex mu_;
-  std::vector<BasicRequestPtr> cmds_;
-  std::vector<std::pair<uint64_t, uint64_t>> releases_;
-  bool closed_ = false;  // posts fail at once with closed_status_
-  Status closed_status_;
-  bool abort_requested_ = false;
-  Status abort_reason_;
-  bool stop_requested_ = false;
-  bool exited_ = false;
-  std::condition_variable exit_cv_;
-  std::atomic<bool> has_cmds_{false};
-  std::atomic<bool> sleeping_{false};
+  Inbox inbox_;  // posts, releases, abort and stop from application threads
   std::mutex health_mu_;
   Status health_;
 
@@ -155,9 +139,9 @@ class Engine final : public IoHandler {
   bool aborting_ = false;
   Status abort_status_;
   Clock::time_point linger_deadline_{};
+  std::vector<Conn*> broken_;  // a send failed; still read for a moment
   std::vector<int> failing_;  // peers whose sockets are shut but not yet released
-  std::deque<BasicRequestPtr> timeouts_;  // in posting order, hence in deadline order
-  size_t timeouts_compact_at_ = 1024;
+  RequestDeadlines deadlines_{opts_.timeout_ms};
   std::vector<BasicRequestPtr> sent_scratch_;
 };
 
