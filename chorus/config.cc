@@ -39,6 +39,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<int64_t> gid = EnvInt(env, "CHORUS_IB_GID_INDEX", c.ib_gid_index, -1, 1 << 16);
   if (!gid.ok()) return gid.status();
   c.ib_gid_index = static_cast<int>(gid.value());
+  Result<int64_t> poll = EnvInt(env, "CHORUS_IB_POLL_US", c.ib_poll_us, 0, 1000000);
+  if (!poll.ok()) return poll.status();
+  c.ib_poll_us = poll.value();
   Result<int64_t> nsocks = EnvInt(env, "CHORUS_NSOCKS_PERPEER", c.nsocks_per_peer, 1, 64);
   if (!nsocks.ok()) return nsocks.status();
   c.nsocks_per_peer = static_cast<int>(nsocks.value());

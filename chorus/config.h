@@ -24,6 +24,9 @@ struct Config {
   int ib_gid_index = -1;
   // RDMA messages up to this size travel inside control messages (CHORUS_IB_EAGER_BYTES).
   int64_t ib_eager_bytes = 8 << 10;
+  // The RDMA engine polls its completion queue this long before it sleeps
+  // (CHORUS_IB_POLL_US, microseconds; 0: sleep at once, no spinning).
+  int64_t ib_poll_us = 0;
   // TCP engine: "auto" (io_uring, epoll where io_uring_setup fails), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.

@@ -48,6 +48,8 @@ class Inbox {
   // Before sleeping: returns false when work is waiting (do not sleep). After waking,
   // EndSleep(); ConsumeWake() once poll reported the eventfd readable.
   bool BeginSleep();
+  // Work is waiting (for a bounded poll before sleeping).
+  bool HasWork() const { return has_work_.load(std::memory_order_relaxed); }
   void EndSleep() { sleeping_.store(false); }
   void ConsumeWake();
 

@@ -39,6 +39,7 @@ struct EngineOptions {
   uint32_t send_wr = 128;               // send queue depth per peer
   int64_t keepalive_ms = 1000;          // probe a peer we wait for after this much silence
   int64_t peer_timeout_ms = 10000;      // and declare it gone after this much more
+  int64_t poll_us = 0;                  // poll the completion queue this long before sleeping
 };
 
 class Engine {

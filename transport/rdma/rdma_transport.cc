@@ -64,6 +64,7 @@ RdmaOptions RdmaOptions::FromConfig(const Config& config, const std::string& loc
   o.local_ip = local_ip;
   o.timeout_ms = config.timeout_ms;
   o.eager_bytes = static_cast<uint32_t>(config.ib_eager_bytes);
+  o.poll_us = config.ib_poll_us;
   return o;
 }
 
@@ -91,6 +92,7 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::Open(int rank, int size, u
   eopts.comm_id = comm_id;
   eopts.timeout_ms = opts.timeout_ms;
   eopts.eager_bytes = opts.eager_bytes;
+  eopts.poll_us = opts.poll_us;
   Result<std::unique_ptr<rdma::Engine>> engine = rdma::Engine::Create(std::move(dev.value()), eopts);
   if (!engine.ok()) return engine.status().WithContext("rank " + std::to_string(rank));
   std::unique_ptr<RdmaTransport> t(new RdmaTransport(rank, size));

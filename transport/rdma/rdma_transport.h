@@ -31,6 +31,7 @@ struct RdmaOptions {
   std::string local_ip;   // the address this rank reaches its peers from (GID choice)
   int64_t timeout_ms = 30 * 60 * 1000;
   uint32_t eager_bytes = 8192;
+  int64_t poll_us = 0;    // poll before sleeping (CHORUS_IB_POLL_US)
 
   static RdmaOptions FromConfig(const Config& config, const std::string& local_ip);
 };
