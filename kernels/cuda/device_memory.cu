@@ -1,0 +1,94 @@
+#include "kernels/cuda/device_memory.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/reduce_cuda.h"
+
+namespace chorus::kernels::cuda {
+namespace {
+
+Status CudaError(const std::string& what, cudaError_t e) {
+  if (e == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
+  return Status(e == cudaErrorMemoryAllocation ? StatusCode::kUnavailable : StatusCode::kInternal,
+                what + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  DeviceBuffer b;
+  if (bytes == 0) return std::move(b);
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaMalloc of " + std::to_string(bytes) + " bytes", cudaMalloc(&b.ptr_, bytes)));
+  b.bytes_ = bytes;
+  return std::move(b);
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+Status CopyToDevice(void* dst, const void* src, size_t bytes) {
+  return CudaError("cudaMemcpy host->device of " + std::to_string(bytes) + " bytes",
+                   cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+Status CopyToHost(void* dst, const void* src, size_t bytes) {
+  return CudaError("cudaMemcpy device->host of " + std::to_string(bytes) + " bytes",
+                   cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, void* stream) {
+  return CudaError("cudaMemcpyAsync device->device of " + std::to_string(bytes) + " bytes",
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+}
+
+Status Memset(void* dst, int value, size_t bytes) {
+  return CudaError("cudaMemset of " + std::to_string(bytes) + " bytes", cudaMemset(dst, value, bytes));
+}
+
+Status Synchronize(void* stream) {
+  return CudaError("cudaStreamSynchronize", cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+Result<EventTimer> EventTimer::Create() {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  EventTimer t;
+  cudaEvent_t a = nullptr, b = nullptr;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventCreate", cudaEventCreate(&a)));
+  t.start_ = a;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventCreate", cudaEventCreate(&b)));
+  t.stop_ = b;
+  return std::move(t);
+}
+
+EventTimer::~EventTimer() {
+  if (start_) cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  if (stop_) cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+
+Status EventTimer::Start() { return CudaError("cudaEventRecord", cudaEventRecord(static_cast<cudaEvent_t>(start_))); }
+
+Result<double> EventTimer::StopMs() {
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventRecord", cudaEventRecord(static_cast<cudaEvent_t>(stop_))));
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventSynchronize", cudaEventSynchronize(static_cast<cudaEvent_t>(stop_))));
+  float ms = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventElapsedTime", cudaEventElapsedTime(
+                                                               &ms, static_cast<cudaEvent_t>(start_),
+                                                               static_cast<cudaEvent_t>(stop_))));
+  return static_cast<double>(ms);
+}
+
+}  // namespace chorus::kernels::cuda

@@ -1,0 +1,204 @@
+// CUDA kernels behind reduce_cuda.h: grid-stride loops, 16-byte loads and stores when
+// every pointer allows them, the CPU's element-wise functors (elementwise.h).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "kernels/cuda/reduce_cuda.h"
+#include "kernels/dispatch.h"
+
+namespace chorus::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One 16-byte vector of storage elements.
+template <typename S>
+struct alignas(16) Vec {
+  static constexpr int kLanes = 16 / sizeof(S);
+  S v[kLanes];
+};
+
+template <typename S, typename Op>
+__device__ inline S Apply(S a, S b) {
+  using T = StorageTraits<S>;
+  return T::Store(Op()(T::Load(a), T::Load(b)));
+}
+
+template <typename S, typename Op>
+__global__ void Reduce2Kernel(S* __restrict__ dst, const S* a, const S* b, size_t count, bool vector) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  size_t done = 0;
+  if (vector) {
+    using V = Vec<S>;
+    const size_t nvec = count / V::kLanes;
+    const V* va = reinterpret_cast<const V*>(a);
+    const V* vb = reinterpret_cast<const V*>(b);
+    V* vd = reinterpret_cast<V*>(dst);
+    for (size_t i = first; i < nvec; i += stride) {
+      const V x = va[i], y = vb[i];
+      V r;
+#pragma unroll
+      for (int l = 0; l < V::kLanes; ++l) r.v[l] = Apply<S, Op>(x.v[l], y.v[l]);
+      vd[i] = r;
+    }
+    done = nvec * V::kLanes;
+  }
+  for (size_t i = done + first; i < count; i += stride) dst[i] = Apply<S, Op>(a[i], b[i]);
+}
+
+struct Inputs {
+  const void* p[kMaxInputs];
+};
+
+template <typename S, typename Op>
+__global__ void ReduceNKernel(S* dst, Inputs in, int n, size_t count) {
+  using T = StorageTraits<S>;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    auto acc = T::Load(static_cast<const S*>(in.p[0])[i]);
+    for (int k = 1; k < n; ++k) acc = Op()(acc, T::Load(static_cast<const S*>(in.p[k])[i]));
+    dst[i] = T::Store(acc);
+  }
+}
+
+template <typename S>
+__global__ void ScaleKernel(S* buf, size_t count, int n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    buf[i] = ScaleForAvgOne(buf[i], n);
+  }
+}
+
+unsigned Blocks(size_t work) {
+  // Enough blocks to fill any current GPU; the grid-stride loops cover the rest.
+  const size_t b = (work + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 4096 ? 4096 : b));
+}
+
+struct Probe {
+  Status status;
+  int count = 0;
+};
+
+const Probe& ProbeOnce() {
+  static const Probe probe = [] {
+    Probe p;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      p.status = Unavailable(std::string("no CUDA device (cudaGetDeviceCount: ") + cudaGetErrorName(e) + ": " +
+                             cudaGetErrorString(e) + ")");
+      cudaGetLastError();  // clear the sticky-free error state
+    } else if (n == 0) {
+      p.status = Unavailable("no CUDA device (cudaGetDeviceCount: 0 devices)");
+    }
+    p.count = p.status.ok() ? n : 0;
+    return p;
+  }();
+  return probe;
+}
+
+Status Launched(const std::string& what, DataType dtype, size_t count) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return Status::Ok();
+  return InternalError("CUDA " + what + " of " + std::to_string(count) + " " + DataTypeName(dtype) +
+                       " elements failed to launch: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+struct Named {
+  const char* name;
+  const void* p;
+};
+
+// The device, the enums, then every buffer: non-null and reachable from the GPU (plain
+// host memory passed by mistake is named, not dereferenced by a kernel).
+Status Check(const char* fn, DataType dtype, ReduceOp op, size_t count, std::initializer_list<Named> buffers) {
+  CHORUS_RETURN_IF_ERROR(ProbeOnce().status);
+  if (static_cast<int>(dtype) < 0 || static_cast<int>(dtype) >= kNumDataTypes) {
+    return InvalidArgument(std::string(fn) + ": invalid DataType value " + std::to_string(static_cast<int>(dtype)));
+  }
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= kNumReduceOps) {
+    return InvalidArgument(std::string(fn) + ": invalid ReduceOp value " + std::to_string(static_cast<int>(op)));
+  }
+  if (count == 0) return Status::Ok();
+  for (const Named& b : buffers) {
+    if (b.p == nullptr) {
+      return InvalidArgument(std::string(fn) + ": " + b.name + " is null with count " + std::to_string(count));
+    }
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, b.p) != cudaSuccess) {
+      cudaGetLastError();
+      return InvalidArgument(std::string(fn) + ": " + b.name + " is not memory CUDA knows");
+    }
+    if (attr.type == cudaMemoryTypeUnregistered) {
+      return InvalidArgument(std::string(fn) + ": " + b.name +
+                             " is ordinary host memory; pass device (or registered/managed) memory");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DeviceStatus() { return ProbeOnce().status; }
+int DeviceCount() { return ProbeOnce().count; }
+
+Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count, void* stream) {
+  CHORUS_RETURN_IF_ERROR(Check("cuda::Reduce", dtype, op, count, {{"dst", dst}, {"a", a}, {"b", b}}));
+  if (count == 0) return Status::Ok();
+  const bool vector = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(a) |
+                        reinterpret_cast<uintptr_t>(b)) & 15u) == 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  VisitDataType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    VisitReduceOp(op, [&](auto fn) {
+      using Op = decltype(fn);
+      const size_t work = vector ? count / Vec<S>::kLanes + 1 : count;
+      Reduce2Kernel<S, Op><<<Blocks(work), kThreads, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(a),
+                                                               static_cast<const S*>(b), count, vector);
+    });
+  });
+  return Launched("reduce", dtype, count);
+}
+
+Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count,
+               void* stream) {
+  if (n < 1 || n > kMaxInputs) {
+    return InvalidArgument("cuda::ReduceN: " + std::to_string(n) + " inputs (1.." + std::to_string(kMaxInputs) + ")");
+  }
+  CHORUS_RETURN_IF_ERROR(Check("cuda::ReduceN", dtype, op, count, {{"dst", dst}}));
+  for (int k = 0; k < n; ++k) {
+    const std::string name = "inputs[" + std::to_string(k) + "]";
+    CHORUS_RETURN_IF_ERROR(Check("cuda::ReduceN", dtype, op, count, {{name.c_str(), inputs[k]}}));
+  }
+  if (count == 0) return Status::Ok();
+  Inputs in{};
+  for (int k = 0; k < n; ++k) in.p[k] = inputs[k];
+  auto s = static_cast<cudaStream_t>(stream);
+  VisitDataType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    VisitReduceOp(op, [&](auto fn) {
+      using Op = decltype(fn);
+      ReduceNKernel<S, Op><<<Blocks(count), kThreads, 0, s>>>(static_cast<S*>(dst), in, n, count);
+    });
+  });
+  return Launched("reduce of " + std::to_string(n) + " inputs", dtype, count);
+}
+
+Status ScaleForAvg(DataType dtype, void* buf, size_t count, int n, void* stream) {
+  CHORUS_RETURN_IF_ERROR(Check("cuda::ScaleForAvg", dtype, ReduceOp::kSum, count, {{"buf", buf}}));
+  if (n < 1) return InvalidArgument("cuda::ScaleForAvg: n must be >= 1, got " + std::to_string(n));
+  if (count == 0) return Status::Ok();
+  auto s = static_cast<cudaStream_t>(stream);
+  VisitDataType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    ScaleKernel<S><<<Blocks(count), kThreads, 0, s>>>(static_cast<S*>(buf), count, n);
+  });
+  return Launched("average scaling", dtype, count);
+}
+
+}  // namespace chorus::kernels::cuda

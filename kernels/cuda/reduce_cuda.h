@@ -1,0 +1,36 @@
+// CUDA reduction kernels: every DataType x ReduceOp of the CPU kernels (reduce.h), on
+// device buffers, enqueued on a CUDA stream. The element-wise arithmetic is the CPU's
+// (elementwise.h, compiled __host__ __device__), so both paths give the same bits.
+//
+// No CUDA header here: streams are passed as void* (a cudaStream_t; null = the legacy
+// default stream). The library links CUDA's static runtime and works on machines with
+// no GPU or no driver: DeviceStatus() then says so, and every call returns that error.
+#pragma once
+
+#include <cstddef>
+
+#include "chorus/status.h"
+#include "chorus/types.h"
+
+namespace chorus::kernels::cuda {
+
+// OK when a CUDA device is usable; else kUnavailable "no CUDA device (...)" with the
+// runtime's reason (no driver, no device). Checked once per process.
+Status DeviceStatus();
+// Number of visible devices (0 when DeviceStatus() is not OK).
+int DeviceCount();
+
+// dst[i] = a[i] op b[i]; dst may equal a or b. AVG is SUM here (ScaleForAvg divides once).
+Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count, void* stream);
+
+// dst[i] = inputs[0][i] op ... op inputs[n-1][i], left to right in one pass; fp16/bf16
+// accumulate in float and round once. `inputs` is a host array of n device pointers
+// (they may be on peer GPUs mapped by CUDA IPC); 1 <= n <= kMaxInputs.
+constexpr int kMaxInputs = 16;
+Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count,
+               void* stream);
+
+// buf[i] /= n (AVG's last step), exactly as the CPU's ScaleForAvg.
+Status ScaleForAvg(DataType dtype, void* buf, size_t count, int n, void* stream);
+
+}  // namespace chorus::kernels::cuda
