@@ -1,5 +1,7 @@
 #include "tests/perf/launch.h"
 
+#include "tests/util/multiproc.h"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -83,17 +85,7 @@ std::string ChorusPerfPath() {
   return "tools/perf/chorus_perf";  // the runfiles tree is the working directory
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+int FreePort() { return chorus::testing::FreePort(); }
 
 std::vector<std::vector<std::string>> DataRows(const std::string& output) {
   std::vector<std::vector<std::string>> rows;

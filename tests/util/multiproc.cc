@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <thread>
 
 namespace chorus::testing {
@@ -82,18 +83,32 @@ std::string UniqueRendezvousFile() {
   return base + "/chorus_rdv_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+bool Bindable(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);  // the store binds every interface
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return port;
+  return ok;
+}
+}  // namespace
+
+int FreePort() {
+  // Below Linux's ephemeral range (32768+): a port the kernel hands to some other
+  // test's connect() or bind(0) between our check and the store's bind would make
+  // the store fail with "already in use". Random, so parallel tests rarely collide.
+  static std::atomic<uint64_t> salt{0};
+  std::mt19937 rng(static_cast<uint32_t>(getpid() * 2654435761u + (salt++) * 40503u +
+                                         std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = 20000 + static_cast<int>(rng() % 10000);
+    if (Bindable(port)) return port;
+  }
+  return 29500;  // practically unreachable; the test then fails naming the port
 }
 
 void ExpectAllOk(const std::vector<RankExit>& exits) {
