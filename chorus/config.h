@@ -27,6 +27,9 @@ struct Config {
   // The RDMA engine polls its completion queue this long before it sleeps
   // (CHORUS_IB_POLL_US, microseconds; 0: sleep at once, no spinning).
   int64_t ib_poll_us = 0;
+  // An RDMA peer that a request waits for and that stays silent this long, even to a
+  // PING, fails the communicator naming it (CHORUS_IB_PEER_TIMEOUT, seconds).
+  int64_t ib_peer_timeout_ms = 10 * 1000;
   // TCP engine: "auto" (io_uring, epoll where io_uring_setup fails), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.

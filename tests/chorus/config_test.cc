@@ -57,6 +57,29 @@ TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_SOCKET_BUFSIZE", "lots");
   ExpectBad("CHORUS_CHUNK_BYTES", "12");
   ExpectBad("CHORUS_STRIPE_MIN", "4Q");
+  ExpectBad("CHORUS_TRANSPORT", "infiniband");
+  ExpectBad("CHORUS_IB_GID_INDEX", "two");
+  ExpectBad("CHORUS_IB_GID_INDEX", "-7");
+  ExpectBad("CHORUS_IB_EAGER_BYTES", "2G");
+  ExpectBad("CHORUS_IB_POLL_US", "forever");
+  ExpectBad("CHORUS_IB_PEER_TIMEOUT", "0");
+}
+
+TEST(Config, ReadsTheRdmaVariables) {
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_TRANSPORT", "rdma"},
+                                             {"CHORUS_IB_HCA", "mlx5_0:1"},
+                                             {"CHORUS_IB_GID_INDEX", "3"},
+                                             {"CHORUS_IB_EAGER_BYTES", "16K"},
+                                             {"CHORUS_IB_POLL_US", "200"},
+                                             {"CHORUS_IB_PEER_TIMEOUT", "30"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->transport, "rdma");
+  EXPECT_EQ(c->ib_hca, "mlx5_0:1");
+  EXPECT_EQ(c->ib_gid_index, 3);
+  EXPECT_EQ(c->ib_eager_bytes, 16 << 10);
+  EXPECT_EQ(c->ib_poll_us, 200);
+  EXPECT_EQ(c->ib_peer_timeout_ms, 30000);
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->transport, "auto");
 }
 
 TEST(Env, ByteSizes) {
