@@ -6,7 +6,6 @@
 
 #include "chorus/log.h"
 #include "chorus/transport_setup.h"
-#include "rendezvous/net_util.h"
 
 namespace chorus::internal {
 namespace {

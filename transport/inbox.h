@@ -67,6 +67,24 @@ class Inbox {
   std::atomic<bool> sleeping_{false};
 };
 
+// The first error that broke a transport (what Transport::health() reports): set by the
+// engine thread, read by any thread.
+class FirstError {
+ public:
+  Status Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+  void Set(const Status& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok()) status_ = st;
+  }
+
+ private:
+  std::mutex mu_;
+  Status status_;
+};
+
 // Per-request deadlines in posting order (hence in deadline order).
 class RequestDeadlines {
  public:

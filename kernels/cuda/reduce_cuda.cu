@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 
 #include "kernels/cuda/reduce_cuda.h"
@@ -109,14 +108,8 @@ Status Launched(const std::string& what, DataType dtype, size_t count) {
                        " elements failed to launch: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
 }
 
-struct Named {
-  const char* name;
-  const void* p;
-};
-
-// The device, the enums, then every buffer: non-null and reachable from the GPU (plain
-// host memory passed by mistake is named, not dereferenced by a kernel).
-Status Check(const char* fn, DataType dtype, ReduceOp op, size_t count, std::initializer_list<Named> buffers) {
+// The device and the enums.
+Status CheckCall(const char* fn, DataType dtype, ReduceOp op) {
   CHORUS_RETURN_IF_ERROR(ProbeOnce().status);
   if (static_cast<int>(dtype) < 0 || static_cast<int>(dtype) >= kNumDataTypes) {
     return InvalidArgument(std::string(fn) + ": invalid DataType value " + std::to_string(static_cast<int>(dtype)));
@@ -124,20 +117,21 @@ Status Check(const char* fn, DataType dtype, ReduceOp op, size_t count, std::ini
   if (static_cast<int>(op) < 0 || static_cast<int>(op) >= kNumReduceOps) {
     return InvalidArgument(std::string(fn) + ": invalid ReduceOp value " + std::to_string(static_cast<int>(op)));
   }
-  if (count == 0) return Status::Ok();
-  for (const Named& b : buffers) {
-    if (b.p == nullptr) {
-      return InvalidArgument(std::string(fn) + ": " + b.name + " is null with count " + std::to_string(count));
-    }
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, b.p) != cudaSuccess) {
-      cudaGetLastError();
-      return InvalidArgument(std::string(fn) + ": " + b.name + " is not memory CUDA knows");
-    }
-    if (attr.type == cudaMemoryTypeUnregistered) {
-      return InvalidArgument(std::string(fn) + ": " + b.name +
-                             " is ordinary host memory; pass device (or registered/managed) memory");
-    }
+  return Status::Ok();
+}
+
+// One buffer: non-null and reachable from the GPU (plain host memory passed by mistake
+// is named, not dereferenced by a kernel).
+Status CheckBuffer(const char* fn, const std::string& name, const void* p, size_t count) {
+  if (p == nullptr) return InvalidArgument(std::string(fn) + ": " + name + " is null with count " + std::to_string(count));
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return InvalidArgument(std::string(fn) + ": " + name + " is not memory CUDA knows");
+  }
+  if (attr.type == cudaMemoryTypeUnregistered) {
+    return InvalidArgument(std::string(fn) + ": " + name +
+                           " is ordinary host memory; pass device (or registered/managed) memory");
   }
   return Status::Ok();
 }
@@ -148,8 +142,11 @@ Status DeviceStatus() { return ProbeOnce().status; }
 int DeviceCount() { return ProbeOnce().count; }
 
 Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count, void* stream) {
-  CHORUS_RETURN_IF_ERROR(Check("cuda::Reduce", dtype, op, count, {{"dst", dst}, {"a", a}, {"b", b}}));
+  CHORUS_RETURN_IF_ERROR(CheckCall("cuda::Reduce", dtype, op));
   if (count == 0) return Status::Ok();
+  CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::Reduce", "dst", dst, count));
+  CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::Reduce", "a", a, count));
+  CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::Reduce", "b", b, count));
   const bool vector = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(a) |
                         reinterpret_cast<uintptr_t>(b)) & 15u) == 0;
   auto s = static_cast<cudaStream_t>(stream);
@@ -170,12 +167,12 @@ Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs
   if (n < 1 || n > kMaxInputs) {
     return InvalidArgument("cuda::ReduceN: " + std::to_string(n) + " inputs (1.." + std::to_string(kMaxInputs) + ")");
   }
-  CHORUS_RETURN_IF_ERROR(Check("cuda::ReduceN", dtype, op, count, {{"dst", dst}}));
-  for (int k = 0; k < n; ++k) {
-    const std::string name = "inputs[" + std::to_string(k) + "]";
-    CHORUS_RETURN_IF_ERROR(Check("cuda::ReduceN", dtype, op, count, {{name.c_str(), inputs[k]}}));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckCall("cuda::ReduceN", dtype, op));
   if (count == 0) return Status::Ok();
+  CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::ReduceN", "dst", dst, count));
+  for (int k = 0; k < n; ++k) {
+    CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::ReduceN", "inputs[" + std::to_string(k) + "]", inputs[k], count));
+  }
   Inputs in{};
   for (int k = 0; k < n; ++k) in.p[k] = inputs[k];
   auto s = static_cast<cudaStream_t>(stream);
@@ -190,9 +187,10 @@ Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs
 }
 
 Status ScaleForAvg(DataType dtype, void* buf, size_t count, int n, void* stream) {
-  CHORUS_RETURN_IF_ERROR(Check("cuda::ScaleForAvg", dtype, ReduceOp::kSum, count, {{"buf", buf}}));
+  CHORUS_RETURN_IF_ERROR(CheckCall("cuda::ScaleForAvg", dtype, ReduceOp::kSum));
   if (n < 1) return InvalidArgument("cuda::ScaleForAvg: n must be >= 1, got " + std::to_string(n));
   if (count == 0) return Status::Ok();
+  CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::ScaleForAvg", "buf", buf, count));
   auto s = static_cast<cudaStream_t>(stream);
   VisitDataType(dtype, [&](auto tag) {
     using S = decltype(tag);

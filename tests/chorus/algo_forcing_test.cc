@@ -28,13 +28,8 @@ constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataTy
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
 
 Options ForcedOptions(const std::string& algo) {
-  Options o;
-  o.init_method = "file://" + UniqueRendezvousFile();
-  Config c = Config::Process();
-  c.timeout_ms = 20000;
-  c.connect_timeout_ms = 20000;
-  c.algo = algo;
-  o.config = c;
+  Options o = FileInitOptions();
+  o.config->algo = algo;
   return o;
 }
 

@@ -41,6 +41,16 @@ size_t RecvCount(const ApiCase& c, int rank, int n) {
 
 }  // namespace
 
+Options FileInitOptions(int64_t timeout_ms, int64_t connect_timeout_ms) {
+  Options o;
+  o.init_method = "file://" + UniqueRendezvousFile();
+  Config c = Config::Process();
+  c.timeout_ms = timeout_ms;
+  c.connect_timeout_ms = connect_timeout_ms;
+  o.config = c;
+  return o;
+}
+
 std::string ApiCase::Describe() const {
   std::string s =
       std::string(algos::CollectiveName(kind)) + "(count=" + std::to_string(count) + ", " + DataTypeName(dtype);

@@ -15,6 +15,11 @@
 
 namespace chorus::testing {
 
+// Options for a test's ranks: a fresh file:// rendezvous and the process's configuration
+// (so CHORUS_* applies: the RDMA lane's CHORUS_TRANSPORT=rdma reaches every test) with
+// the given deadlines.
+Options FileInitOptions(int64_t timeout_ms = 20000, int64_t connect_timeout_ms = 20000);
+
 struct ApiCase {
   algos::Collective kind = algos::Collective::kAllReduce;
   DataType dtype = DataType::kFloat32;

@@ -7,6 +7,7 @@
 
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
+#include "tests/chorus/api_case.h"
 #include "tests/util/multiproc.h"
 
 namespace chorus {
@@ -16,16 +17,6 @@ using testing::RankExit;
 using testing::ExpectAllOk;
 using testing::RunRanks;
 
-
-Options TestOptions() {
-  Options o;
-  o.init_method = "file://" + testing::UniqueRendezvousFile();
-  Config c = Config::Process();
-  c.timeout_ms = 20000;
-  c.connect_timeout_ms = 20000;
-  o.config = c;
-  return o;
-}
 
 // Each collective once, checked; values are small integers so every sum is exact.
 int EveryCollective(int rank, const Options& o) {
@@ -79,14 +70,14 @@ int EveryCollective(int rank, const Options& o) {
 }
 
 TEST(CollectivesApi, EveryCollectiveThreeRanks) {
-  Options o = TestOptions();
+  Options o = testing::FileInitOptions();
   ExpectAllOk(RunRanks(3, [&](int r) { return EveryCollective(r, o); }));
 }
 
 // Eight all-reduces in flight at once, of different sizes, plus a blocking one in
 // the middle: tags keep their bytes apart.
 TEST(CollectivesApi, OverlappingAsyncCollectives) {
-  Options o = TestOptions();
+  Options o = testing::FileInitOptions();
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
@@ -112,7 +103,7 @@ TEST(CollectivesApi, OverlappingAsyncCollectives) {
 
 // torch's new_group: 4 ranks split into evens and odds; rank order by key (reversed).
 TEST(CollectivesApi, SplitIntoTwoGroups) {
-  Options o = TestOptions();
+  Options o = testing::FileInitOptions();
   ExpectAllOk(RunRanks(4, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
@@ -140,7 +131,7 @@ TEST(CollectivesApi, SplitIntoTwoGroups) {
 
 // Rank 0 calls all_reduce, rank 1 broadcast: both get an error naming both calls.
 TEST(CollectivesApi, MismatchedCollectivesNameBothCalls) {
-  Options o = TestOptions();
+  Options o = testing::FileInitOptions();
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
@@ -164,7 +155,7 @@ TEST(CollectivesApi, MismatchedCollectivesNameBothCalls) {
 }
 
 TEST(CollectivesApi, BadArgumentsAreNamed) {
-  Options o = TestOptions();
+  Options o = testing::FileInitOptions();
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());

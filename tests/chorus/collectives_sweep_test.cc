@@ -88,16 +88,6 @@ std::vector<ApiCase> SweepCases(int n) {
   return cases;
 }
 
-Options TestOptions() {
-  Options o;
-  o.init_method = "file://" + UniqueRendezvousFile();
-  Config c = Config::Process();
-  c.timeout_ms = 20000;
-  c.connect_timeout_ms = 20000;
-  o.config = c;
-  return o;
-}
-
 int SweepRank(int rank, const Options& o) {
   auto comm = Communicator::Create(o);
   RANK_OK(comm.status());
@@ -119,7 +109,7 @@ class ApiSweep : public ::testing::TestWithParam<int> {};
 
 TEST_P(ApiSweep, EveryCollectiveAgainstTheReference) {
   const int n = GetParam();
-  Options o = TestOptions();
+  Options o = FileInitOptions();
   MultiProcOptions mp;
   mp.timeout_seconds = 120;
   for (const RankExit& e : RunRanks(

@@ -10,6 +10,7 @@
 
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
+#include "tests/chorus/api_case.h"
 #include "tests/util/multiproc.h"
 
 namespace chorus {
@@ -17,18 +18,9 @@ namespace {
 
 using testing::RunRanks;
 
-Options TestOptions() {
-  Options o;
-  o.init_method = "file://" + testing::UniqueRendezvousFile();
-  Config c = Config::Process();
-  c.timeout_ms = 60000;  // far beyond the failure detection: the error must come from it
-  c.connect_timeout_ms = 30000;
-  o.config = c;
-  return o;
-}
-
 TEST(Fault, RankKilledMidAllReduceFailsEveryOtherRankNamingIt) {
-  Options o = TestOptions();
+  // A deadline far beyond the failure detection: the error must come from it.
+  const Options o = testing::FileInitOptions(/*timeout_ms=*/60000, /*connect_timeout_ms=*/30000);
   const auto start = std::chrono::steady_clock::now();
   auto exits = RunRanks(
       3,

@@ -19,16 +19,6 @@
 namespace chorus::testing {
 namespace {
 
-Options TestOptions() {
-  Options o;
-  o.init_method = "file://" + UniqueRendezvousFile();
-  Config c = Config::Process();
-  c.timeout_ms = 20000;
-  c.connect_timeout_ms = 20000;
-  o.config = c;
-  return o;
-}
-
 struct InFlight {
   std::unique_ptr<ApiCall> call;
   Work work;
@@ -86,7 +76,7 @@ int ManyOnOneCommunicator(int rank, const Options& o) {
 class Overlap : public ::testing::TestWithParam<int> {};
 
 TEST_P(Overlap, ManyCollectivesInFlightOnOneCommunicator) {
-  const Options o = TestOptions();
+  const Options o = FileInitOptions();
   ExpectAllOk(RunRanks(GetParam(), [&](int r) { return ManyOnOneCommunicator(r, o); }));
 }
 
@@ -98,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, Overlap, ::testing::Values(2, 3, 5),
 // all three posted interleaved, then waited for; then one thread per communicator
 // making blocking calls at the same time.
 TEST(OverlapTwoCommunicators, InterleavedAsyncAndConcurrentThreads) {
-  const Options o = TestOptions();
+  const Options o = FileInitOptions();
   ExpectAllOk(RunRanks(4, [&](int rank) {
     auto world = Communicator::Create(o);
     RANK_OK(world.status());

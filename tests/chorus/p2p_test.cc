@@ -9,6 +9,7 @@
 
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
+#include "tests/chorus/api_case.h"
 #include "tests/util/multiproc.h"
 
 namespace chorus {
@@ -22,13 +23,8 @@ using testing::RunRanks;
 uint8_t Pattern(int from, int to, size_t i) { return static_cast<uint8_t>(i * 131 + from * 17 + to * 7 + 1); }
 
 Options FileInit(const std::string& engine) {
-  Options o;
-  o.init_method = "file://" + testing::UniqueRendezvousFile();
-  Config c = Config::Process();
-  c.tcp_engine = engine;
-  c.timeout_ms = 30000;
-  c.connect_timeout_ms = 30000;
-  o.config = c;
+  Options o = testing::FileInitOptions(30000, 30000);
+  o.config->tcp_engine = engine;
   return o;
 }
 

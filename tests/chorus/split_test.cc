@@ -16,16 +16,6 @@
 namespace chorus::testing {
 namespace {
 
-Options TestOptions() {
-  Options o;
-  o.init_method = "file://" + UniqueRendezvousFile();
-  Config c = Config::Process();
-  c.timeout_ms = 20000;
-  c.connect_timeout_ms = 20000;
-  o.config = c;
-  return o;
-}
-
 // Runs `how_many` rotating cases (every collective, dtype, op, placement, roots
 // counted down from size-1) on `comm`, blocking and I-forms alternating.
 int RunCases(Communicator& comm, uint64_t salt, int how_many, const std::string& where) {
@@ -43,7 +33,7 @@ int RunCases(Communicator& comm, uint64_t salt, int how_many, const std::string&
 // a group of 3, odds {3, 1} ranks 0, 1 of a group of 2. Then each group splits
 // again: its rank 0 opts out (color -1), the rest form one group.
 TEST(Split, EveryCollectiveOnSubCommunicators) {
-  const Options o = TestOptions();
+  const Options o = FileInitOptions();
   auto exits = RunRanks(5, [&](int rank) {
     auto world = Communicator::Create(o);
     RANK_OK(world.status());
@@ -93,7 +83,7 @@ TEST(Split, EveryCollectiveOnSubCommunicators) {
 // A color held by one rank only gives it a world of one, where every collective is a
 // local copy; everyone else keeps working in its own group.
 TEST(Split, SingleRankGroup) {
-  const Options o = TestOptions();
+  const Options o = FileInitOptions();
   auto exits = RunRanks(3, [&](int rank) {
     auto world = Communicator::Create(o);
     RANK_OK(world.status());

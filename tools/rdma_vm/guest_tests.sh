@@ -6,7 +6,6 @@
 set -u
 bin=$1 out=$2
 export CHORUS_TRANSPORT=rdma
-rc=0
 
 # name | binary | gtest filter | seconds
 cases="transport_test|tests/transport/transport_test|*rdma*|300
@@ -34,4 +33,4 @@ echo "$cases" | while IFS='|' read -r name path filter secs; do
   echo "rdma lane: $name: exit $code in ${took}s: $summary"
   [ "$code" -eq 0 ] || tail -20 "$out/$name.log"
 done
-exit $rc
+exit 0  # failures are in the XML, counted by tools/count_tests.py

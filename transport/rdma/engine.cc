@@ -147,16 +147,6 @@ RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* b
   return req;
 }
 
-Status Engine::health() {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  return health_;
-}
-
-void Engine::SetHealth(const Status& st) {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  if (health_.ok()) health_ = st;
-}
-
 std::string Engine::Describe() const {
   return "rdma " + dev_->Describe() + ", eager up to " + std::to_string(opts_.eager_bytes) + " B, " +
          std::to_string(opts_.slots) + " credits per peer";
@@ -258,13 +248,13 @@ void Engine::Drain() {
   for (BasicRequestPtr& req : b.posts) {
     ++active_;
     deadlines_.Track(req);
+    Peer& peer = peers_[req->peer()];
+    ++peer.pending;
     if (aborting_) {
       Finish(req, abort_status_);
-    } else if (!peers_[req->peer()].error.ok()) {
-      ++peers_[req->peer()].pending;
-      Finish(req, peers_[req->peer()].error);
+    } else if (!peer.error.ok()) {
+      Finish(req, peer.error);
     } else {
-      ++peers_[req->peer()].pending;
       req->kind() == BasicRequest::Kind::kSend ? PostSend(req) : PostRecv(req);
     }
   }
@@ -742,7 +732,7 @@ void Engine::FailPeer(int p, const Status& st) {
   Peer& peer = peers_[p];
   if (!peer.error.ok()) return;
   peer.error = st;
-  SetHealth(st);
+  health_.Set(st);
   if (peer.pending > 0 || aborting_) {
     CHORUS_WARN(st.message());
     // Requests to other peers belong to the same calls: fail them too (and tell those
@@ -757,7 +747,7 @@ void Engine::FailPeer(int p, const Status& st) {
 void Engine::BeginAbort(const Status& reason) {
   aborting_ = true;
   abort_status_ = reason;
-  SetHealth(reason);
+  health_.Set(reason);
   inbox_.Close(reason);  // from now on posts fail at once with the reason
   {
     std::lock_guard<std::mutex> lock(start_mu_);
@@ -848,8 +838,10 @@ void Engine::Teardown() {
       if (PollCq() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
-  if (!aborting_) abort_status_ = AbortedError("transport closed");
-  FailEverything();
+  if (!aborting_) {  // an abort failed everything already (ProgressAbort)
+    abort_status_ = AbortedError("transport closed");
+    FailEverything();
+  }
   inbox_.Exit(abort_status_);
   for (Peer& peer : peers_) peer.qp.reset();
   if (cq_) {

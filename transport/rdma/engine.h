@@ -59,7 +59,7 @@ class Engine {
   RequestPtr Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
   void Abort(const Status& reason) { inbox_.AbortAndWait(reason); }
   void ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, last); }
-  Status health();
+  Status health() { return health_.Get(); }
   std::string Describe() const;
 
  private:
@@ -150,7 +150,6 @@ class Engine {
   void BeginAbort(const Status& reason);
   bool ProgressAbort();
   void FailEverything();
-  void SetHealth(const Status& st);
   std::string PeerDesc(int p) const;
 
   char* RecvSlot(int p, uint32_t i) const;
@@ -176,8 +175,7 @@ class Engine {
   std::condition_variable start_cv_;
   int hellos_ = 0;
   Status start_error_;
-  std::mutex health_mu_;
-  Status health_;
+  FirstError health_;
 
   // Engine thread only.
   int64_t active_ = 0;

@@ -134,16 +134,6 @@ void Engine::Abort(const Status& reason) { inbox_.AbortAndWait(reason); }
 
 void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, last); }
 
-Status Engine::health() {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  return health_;
-}
-
-void Engine::SetHealth(const Status& st) {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  if (health_.ok()) health_ = st;
-}
-
 // ---- Engine thread: commands ----
 
 void Engine::DrainCommands() {
@@ -418,7 +408,7 @@ void Engine::FailPeer(int peer, const Status& st) {
   }
   // Even with nothing outstanding the communicator has lost a member: health() says
   // so (the shutdown barrier is skipped) and requests posted to it later fail with st.
-  SetHealth(st);
+  health_.Set(st);
   if (pending || aborting_) {
     CHORUS_WARN(st.message());
     // Requests to other peers belong to the same calls: fail them too (and tell those
@@ -463,7 +453,7 @@ void Engine::FinalizeFailedPeers() {
 void Engine::BeginAbort(const Status& reason) {
   aborting_ = true;
   abort_status_ = reason;
-  SetHealth(reason);
+  health_.Set(reason);
   inbox_.Close(reason);  // from now on posts fail at once with the reason
   linger_deadline_ = Clock::now() + kAbortLinger;
   for (Peer& p : peers_) {

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -55,7 +54,7 @@ class Engine final : public IoHandler {
   void Abort(const Status& reason);
   // Forgets the state of tags in [first, last] (see Transport::ReleaseTags).
   void ReleaseTags(uint64_t first, uint64_t last);
-  Status health();
+  Status health() { return health_.Get(); }
   const std::string& engine_name() const { return engine_name_; }
 
   // Engine thread: results from the poller and frames from the state machines.
@@ -118,7 +117,6 @@ class Engine final : public IoHandler {
   bool ProgressAbort();  // true once everything is failed and no I/O is in flight
   void CheckTimeouts();
   int NextTimeoutMs();
-  void SetHealth(const Status& st);
   std::string PeerDesc(int peer) const;  // "rank 1 (host h, 1.2.3.4:5)"
 
   const EngineOptions opts_;
@@ -130,8 +128,7 @@ class Engine final : public IoHandler {
   std::thread thread_;
 
   Inbox inbox_;  // posts, releases, abort and stop from application threads
-  std::mutex health_mu_;
-  Status health_;
+  FirstError health_;
 
   // Engine thread only.
   int64_t active_ = 0;  // posted requests not yet finished
