@@ -15,6 +15,11 @@
 
 namespace chorus::testing {
 
+// Every dtype and op, for sweeps.
+constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                                  DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kInt64};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
+
 // Options for a test's ranks: a fresh file:// rendezvous and the process's configuration
 // (so CHORUS_* applies: the RDMA lane's CHORUS_TRANSPORT=rdma reaches every test) with
 // the given deadlines.

@@ -22,9 +22,6 @@ namespace {
 
 using algos::Collective;
 
-constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kInt64};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
 constexpr Collective kDataCollectives[] = {Collective::kAllReduce, Collective::kBroadcast,     Collective::kReduce,
                                            Collective::kAllGather, Collective::kReduceScatter, Collective::kGather,
                                            Collective::kScatter,   Collective::kAllToAll};
