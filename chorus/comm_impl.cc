@@ -146,7 +146,12 @@ std::string CommunicatorImpl::PeerName(int peer) const {
 
 Status CommunicatorImpl::CheckUsable() const {
   if (shut_down_) return AbortedError("rank " + std::to_string(rank_) + ": the communicator was shut down");
-  return transport_->health();
+  Status health = transport_->health();
+  // A member was lost while nothing was pending: this call is the first to fail on it.
+  // Abort (idempotent), so the other ranks hear why (an ABORT naming the lost rank)
+  // instead of merely seeing this rank go away next.
+  if (!health.ok()) transport_->Abort(health);
+  return health;
 }
 
 Work CommunicatorImpl::PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag) {

@@ -34,10 +34,12 @@ struct Conn final : public FrameSink {
   bool send_inflight = false;  // io_uring: a sendmsg is submitted (iov/msg below are in use)
   bool epoll_out = false;      // epoll: EPOLLOUT is registered
   bool abort_pending = false;  // an ABORT frame must be queued once no send is in flight
-  // A send failed (the peer reset the connection): the receive side is read on for a
-  // moment, because the peer may have said why (an ABORT frame) before it went.
-  Status send_error;
-  Clock::time_point send_error_deadline{};
+  // The connection broke (a failed send, EOF, a reset): why, and until when the peer's
+  // connections are still read, because it may have said why (an ABORT frame, possibly
+  // on another of its sockets) before it went. recv_ended: nothing more to read here.
+  Status lost;
+  Clock::time_point lost_deadline{};
+  bool recv_ended = false;
   struct msghdr msg {};
   struct iovec iov[SendMachine::kMaxIov];
 };

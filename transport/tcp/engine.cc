@@ -16,7 +16,7 @@ namespace {
 // How long an aborting engine keeps trying to deliver its ABORT frames.
 constexpr auto kAbortLinger = std::chrono::milliseconds(1000);
 // How long a connection whose send failed is still read (for the peer's ABORT frame).
-constexpr auto kReadAfterSendError = std::chrono::milliseconds(500);
+constexpr auto kReadAfterLoss = std::chrono::milliseconds(500);
 
 std::string ErrnoText(int64_t res) { return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res)); }
 
@@ -353,9 +353,9 @@ void Engine::OnRecvResult(Conn* c, int64_t res) {
     return;
   }
   if (res == -EINTR || res == -EAGAIN) return;
-  FailPeer(c->peer, c->send_error.ok() ? PeerFailed("rank " + std::to_string(rank_) + ": connection to " +
-                                                    PeerDesc(c->peer) + " lost: " + ErrnoText(res))
-                                       : c->send_error);
+  ConnLost(c, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) + " lost: " +
+                         ErrnoText(res)),
+           /*recv_ended=*/true);
 }
 
 void Engine::OnSendResult(Conn* c, int64_t res) {
@@ -371,25 +371,38 @@ void Engine::OnSendResult(Conn* c, int64_t res) {
     }
     return;
   }
-  if (c->shut || res == -EINTR || res == -EAGAIN || !c->send_error.ok()) return;
-  // The peer reset the connection. It may have sent an ABORT frame naming the real
-  // cause before it went: read on until the receive side ends too (or briefly), then
-  // fail the peer with whichever is known.
-  c->send_error = PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
-                             " lost while sending: " + ErrnoText(res));
-  c->send_error_deadline = Clock::now() + kReadAfterSendError;
-  broken_.push_back(c);
+  if (c->shut || res == -EINTR || res == -EAGAIN || !c->lost.ok()) return;
+  ConnLost(c, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
+                         " lost while sending: " + ErrnoText(res)),
+           /*recv_ended=*/false);  // its receive side may still hold the ABORT frame
+}
+
+void Engine::ConnLost(Conn* c, const Status& why, bool recv_ended) {
+  if (c->lost.ok()) {
+    c->lost = why;
+    c->lost_deadline = Clock::now() + kReadAfterLoss;
+    broken_.push_back(c);
+  }
+  if (recv_ended && !c->recv_ended) {
+    c->recv_ended = true;
+    c->shut = true;
+    ::shutdown(c->fd.get(), SHUT_RDWR);
+    poller_->Cancel(c);
+    poller_->Remove(c);  // epoll would report the closed socket again and again
+  }
 }
 
 void Engine::FailBrokenConns() {
   const auto now = Clock::now();
   for (size_t i = 0; i < broken_.size();) {
     Conn* c = broken_[i];
-    if (peers_[c->peer].error.ok() && now < c->send_error_deadline) {
+    bool all_ended = true;
+    for (const auto& other : peers_[c->peer].conns) all_ended = all_ended && other->recv_ended;
+    if (peers_[c->peer].error.ok() && now < c->lost_deadline && !all_ended) {
       ++i;
       continue;
     }
-    FailPeer(c->peer, c->send_error);
+    FailPeer(c->peer, c->lost);  // does nothing when the peer failed meanwhile (its ABORT)
     broken_.erase(broken_.begin() + static_cast<long>(i));
   }
 }

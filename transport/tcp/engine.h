@@ -110,7 +110,10 @@ class Engine final : public IoHandler {
   // every Recv of that group from the peer: the ranks called different collectives.
   void FailGroup(int peer, uint64_t group, uint64_t remote_fp);
   void FailPeer(int peer, const Status& st);
-  void FailBrokenConns();  // connections whose send failed, once read to the end
+  // A connection broke: the peer fails once all its connections ended, or after a
+  // moment (FailBrokenConns), unless an ABORT frame names the real cause first.
+  void ConnLost(Conn* c, const Status& why, bool recv_ended);
+  void FailBrokenConns();
   void FinalizeFailedPeers();
   void BeginAbort(const Status& reason);
   void QueueAbortFrame(Conn* c);  // needs no send in flight on c
@@ -136,7 +139,7 @@ class Engine final : public IoHandler {
   bool aborting_ = false;
   Status abort_status_;
   Clock::time_point linger_deadline_{};
-  std::vector<Conn*> broken_;  // a send failed; still read for a moment
+  std::vector<Conn*> broken_;  // lost connections whose peer has not failed yet
   std::vector<int> failing_;  // peers whose sockets are shut but not yet released
   RequestDeadlines deadlines_{opts_.timeout_ms};
   std::vector<BasicRequestPtr> sent_scratch_;
