@@ -132,7 +132,7 @@ chmod +x "$agent"
 free_port() {
   local p
   for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((20000 + RANDOM % 12000))  # below Linux's ephemeral range: no connect() takes it meanwhile
     [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return; }
   done
   echo 29555
@@ -229,6 +229,10 @@ iperf_link() {
   timeout $((iperf_s + 20)) "${n0[@]}" iperf3 -c "$a1" -B "$a0" -p "$pa" -t "$iperf_s" -f g >"$log.oneway" 2>&1
   reap "$s1"
   local one; one=$(gbits "$log.oneway")
+  if [ -z "$one" ]; then
+    echo "   iperf3 one-way on $link gave no result: $(tail -n 1 "$log.oneway" 2>/dev/null)" >&2
+    return 1
+  fi
   "${n1[@]}" iperf3 -s -1 -B "$a1" -p "$pa" >"$log.srv1" 2>&1 &
   s1=$!
   "${n0[@]}" iperf3 -s -1 -B "$a0" -p "$pb" >"$log.srv0" 2>&1 &
@@ -260,7 +264,11 @@ for link in "${link_list[@]}"; do
   np=${link#loopback}; np=${np#netns}
   echo "== link $link ($np ranks)" >&2
   if [ "$iperf_s" -gt 0 ] && [ "$np" = 2 ]; then
-    if command -v iperf3 >/dev/null; then iperf_link "$link"; else echo "   iperf3 not installed: skipped" >&2; fi
+    if command -v iperf3 >/dev/null; then
+      iperf_link "$link" || iperf_link "$link" || true  # once more on a loaded machine
+    else
+      echo "   iperf3 not installed: skipped" >&2
+    fi
   fi
   for run in $runs; do
     backend="${run%%:*}"
