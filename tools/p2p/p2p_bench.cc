@@ -8,7 +8,8 @@
 // Latency: 8-byte ping-pong, the median of per-iteration round trips, halved.
 // Bandwidth: rank 0 streams `window` messages of a size at a time to rank 1, which
 // answers with one byte at the end; GB/s = bytes / time. Rank 1 checks the pattern of
-// what it received (#wrong counts corrupted bytes).
+// what it received (#wrong counts corrupted bytes). With -d both ranks stream to each
+// other at once (like `ib_write_bw -b`); GB/s is then per direction.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,18 +30,23 @@ struct Flags {
   int lat_iters = 5000;
   size_t total_bytes = size_t{1} << 30;  // per size, at least 4 messages
   int window = 4;
+  bool bidir = false;
 };
 
 void Usage() {
   std::fprintf(stderr,
                "usage: chorus_p2p_bench [-b min_bytes] [-e max_bytes] [-l latency_iters] [-t bytes_per_size] "
-               "[-w window]\n  ranks, addresses and engine from the environment (RANK, WORLD_SIZE, MASTER_ADDR, "
+               "[-w window] [-d]\n  -d: both directions at once (GB/s per direction)\n  ranks, addresses and engine from the environment (RANK, WORLD_SIZE, MASTER_ADDR, "
                "MASTER_PORT, CHORUS_TCP_ENGINE, ...)\n");
 }
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "-d") {
+      f->bidir = true;
+      continue;
+    }
     if (i + 1 >= argc) return false;
     chorus::Result<int64_t> v = chorus::ParseByteSize(a, argv[++i]);
     if (!v.ok() || v.value() < 0) {
@@ -99,53 +105,59 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("# 8-byte latency (half round trip): median %.2f us, p10 %.2f us, p90 %.2f us over %d iterations\n",
                 rtt[rtt.size() / 2] / 2, rtt[rtt.size() / 10] / 2, rtt[rtt.size() * 9 / 10] / 2, f.lat_iters);
+    std::printf("# bandwidth: %s, window %d\n", f.bidir ? "both directions at once, GB/s per direction" : "rank 0 to rank 1",
+                f.window);
     std::printf("%12s %8s %12s %10s %8s\n", "size(B)", "msgs", "time(us)", "GB/s", "#wrong");
   }
 
-  // Bandwidth.
-  std::vector<std::vector<uint8_t>> bufs(f.window, std::vector<uint8_t>(f.max_bytes));
-  if (rank == 0) {
-    for (int w = 0; w < f.window; ++w) {
-      for (size_t i = 0; i < f.max_bytes; ++i) bufs[w][i] = Pattern(i, w);
-    }
+  // Bandwidth. Rank r's message in window slot w carries Pattern(i, w + 100 * r).
+  const bool sends = rank == 0 || f.bidir, recvs = rank == 1 || f.bidir;
+  const int send_tag = rank == 0 ? 3 : 6, recv_tag = rank == 0 ? 6 : 3;
+  std::vector<std::vector<uint8_t>> out(sends ? f.window : 0, std::vector<uint8_t>(f.max_bytes));
+  std::vector<std::vector<uint8_t>> in(recvs ? f.window : 0, std::vector<uint8_t>(f.max_bytes));
+  for (int w = 0; w < static_cast<int>(out.size()); ++w) {
+    for (size_t i = 0; i < f.max_bytes; ++i) out[w][i] = Pattern(i, w + 100 * rank);
   }
   for (size_t size = f.min_bytes; size <= f.max_bytes; size *= 4) {
     const size_t msgs = std::max<size_t>(4, f.total_bytes / size);
     uint8_t ack = 0;
     // Clear before the barrier: a receiver still busy clearing would post its receives
     // late and time the unexpected-message path instead.
-    if (rank == 1) {
-      for (auto& b : bufs) std::memset(b.data(), 0, size);
-    }
+    for (auto& b : in) std::memset(b.data(), 0, size);
     chorus::Status st = c.Barrier();
     if (!st.ok()) return Fail(st);
     auto t0 = Clock::now();
-    std::vector<chorus::Work> inflight;
+    std::vector<chorus::Work> sending, receiving;
+    auto wait_front = [&st](std::vector<chorus::Work>& q) {
+      if (st.ok()) st = q.front().Wait();
+      q.erase(q.begin());
+    };
     for (size_t m = 0; m < msgs && st.ok(); ++m) {
-      if (inflight.size() == static_cast<size_t>(f.window)) {
-        st = inflight.front().Wait();
-        inflight.erase(inflight.begin());
+      const int w = static_cast<int>(m % f.window);
+      if (recvs) {
+        if (receiving.size() == static_cast<size_t>(f.window)) wait_front(receiving);
+        receiving.push_back(c.IRecv(in[w].data(), size, peer, recv_tag));
       }
-      uint8_t* b = bufs[m % f.window].data();
-      inflight.push_back(rank == 0 ? c.ISend(b, size, peer, 3) : c.IRecv(b, size, peer, 3));
+      if (sends) {
+        if (sending.size() == static_cast<size_t>(f.window)) wait_front(sending);
+        sending.push_back(c.ISend(out[w].data(), size, peer, send_tag));
+      }
     }
-    for (auto& w : inflight) {
-      if (st.ok()) st = w.Wait();
+    for (auto* q : {&receiving, &sending}) {
+      while (!q->empty()) wait_front(*q);
     }
+    // Rank 0's clock stops when rank 1 is done too.
     if (st.ok()) st = rank == 0 ? c.Recv(&ack, 1, peer, 4) : c.Send(&ack, 1, peer, 4);
     if (!st.ok()) return Fail(st);
     const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     // Every window slot last held message (msgs - window + slot): its pattern is the slot's.
-    uint64_t wrong = 0;
-    if (rank == 1) {
-      for (int w = 0; w < f.window && static_cast<size_t>(w) < msgs; ++w) {
-        for (size_t i = 0; i < size; ++i) wrong += bufs[w][i] != Pattern(i, w);
-      }
-      st = c.Send(&wrong, sizeof(wrong), 0, 5);
-    } else {
-      st = c.Recv(&wrong, sizeof(wrong), 1, 5);
+    uint64_t wrong = 0, peer_wrong = 0;
+    for (int w = 0; w < static_cast<int>(in.size()) && static_cast<size_t>(w) < msgs; ++w) {
+      for (size_t i = 0; i < size; ++i) wrong += in[w][i] != Pattern(i, w + 100 * peer);
     }
+    st = rank == 1 ? c.Send(&wrong, sizeof(wrong), 0, 5) : c.Recv(&peer_wrong, sizeof(peer_wrong), 1, 5);
     if (!st.ok()) return Fail(st);
+    wrong += peer_wrong;
     if (rank == 0) {
       std::printf("%12zu %8zu %12.0f %10.3f %8llu\n", size, msgs, us, static_cast<double>(size * msgs) / us / 1e3,
                   static_cast<unsigned long long>(wrong));

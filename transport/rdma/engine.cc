@@ -162,7 +162,10 @@ void Engine::Loop() {
   for (;;) {
     Drain();
     int got = PollCq();
-    for (int p = 0; p < size_; ++p) Flush(p);
+    for (int p = 0; p < size_; ++p) {
+      Flush(p);
+      got += PostNextWrite(p) ? 1 : 0;
+    }
     if (!aborting_) {
       if (BasicRequestPtr r = deadlines_.Expired()) {
         // A request past its deadline may still be written by the device: the only
@@ -445,9 +448,7 @@ void Engine::OnCts(int p, const CtrlHeader& h) {
   s.remote_addr = h.addr;
   s.rkey = h.rkey;
   s.imm = h.imm;
-  OutOp op;
-  op.write_id = it->first;
-  Queue(p, std::move(op));
+  peer.writes.push_back(it->first);
 }
 
 // ---- Control messages in ----
@@ -616,7 +617,7 @@ void Engine::Flush(int p) {
   while (!peer.out.empty()) {
     OutOp& op = peer.out.front();
     const auto type = static_cast<CtrlType>(op.h.type);
-    if (type == CtrlType::kCredit && op.write_id == 0) {
+    if (type == CtrlType::kCredit) {
       peer.credit_queued = false;
       if (peer.owed == 0) {  // an earlier header carried them already
         peer.out.pop_front();
@@ -624,13 +625,25 @@ void Engine::Flush(int p) {
       }
     }
     // The last credit is kept for CREDIT and ABORT messages, which unblock the peer.
-    const uint32_t reserve = (type == CtrlType::kCredit || type == CtrlType::kAbort) && op.write_id == 0 ? 0 : 1;
+    const uint32_t reserve = type == CtrlType::kCredit || type == CtrlType::kAbort ? 0 : 1;
     if (peer.credits <= reserve) return;
-    const bool posted = op.write_id ? PostWrite(p, op) : PostCtrl(p, op);
-    if (!posted) return;
+    if (!PostCtrl(p, op)) return;
     peer.out.pop_front();
     if (!peer.error.ok()) return;
   }
+}
+
+// One write per peer per turn of the loop, after the control messages. A provider may
+// do the whole transfer inside ibv_post_send (Soft-RoCE does, in the posting thread):
+// posting the queued writes back to back would keep CTS and RTS messages, and with
+// them the peer's next transfer, waiting for all of them. Returns whether it posted.
+bool Engine::PostNextWrite(int p) {
+  Peer& peer = peers_[p];
+  if (peer.writes.empty() || !peer.qp || !peer.error.ok() || qps_in_error_ || aborting_) return false;
+  if (peer.credits <= 1) return false;  // the last credit is kept (see Flush)
+  if (!PostWrite(p, peer.writes.front())) return false;
+  peer.writes.pop_front();
+  return true;
 }
 
 bool Engine::PostCtrl(int p, OutOp& op) {
@@ -666,9 +679,9 @@ bool Engine::PostCtrl(int p, OutOp& op) {
   return true;
 }
 
-bool Engine::PostWrite(int p, OutOp& op) {
+bool Engine::PostWrite(int p, uint32_t id) {
   Peer& peer = peers_[p];
-  auto it = peer.sends.find(op.write_id);
+  auto it = peer.sends.find(id);
   if (it == peer.sends.end()) return true;  // failed meanwhile
   LargeSend& s = it->second;
   const uint64_t bytes = s.req->bytes();
@@ -681,7 +694,7 @@ bool Engine::PostWrite(int p, OutOp& op) {
     const uint64_t off = static_cast<uint64_t>(i) * max, len = std::min(max, bytes - off);
     sges[i] = {reinterpret_cast<uintptr_t>(s.req->buf() + off), static_cast<uint32_t>(len), s.mr->mr->lkey()};
     ibv_send_wr& wr = wrs[i];
-    wr.wr_id = WrId(kWrite, p, op.write_id);
+    wr.wr_id = WrId(kWrite, p, id);
     wr.sg_list = &sges[i];
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
@@ -763,6 +776,7 @@ void Engine::BeginAbort(const Status& reason) {
       if (op.eager) Finish(op.eager, reason);
     }
     peer.out.clear();
+    peer.writes.clear();  // their sends fail with everything else
     OutOp op;
     op.h.type = static_cast<uint16_t>(CtrlType::kAbort);
     op.text = reason.message().substr(0, kMaxText);
@@ -810,6 +824,7 @@ void Engine::FailEverything() {
       if (op.eager) Finish(op.eager, st);
     }
     peer.out.clear();
+    peer.writes.clear();
     for (auto& [tag, ts] : peer.tags) {
       for (auto& [seq, m] : ts.msgs) {
         if (m.recv) Finish(m.recv, st);

@@ -77,13 +77,12 @@ class Engine {
     uint64_t next_recv_seq = 0;
     std::unordered_map<uint64_t, InMsg> msgs;
   };
-  // Something to post on a peer's queue pair, in order.
+  // A control message to post on a peer's queue pair, in order.
   struct OutOp {
     CtrlHeader h;
     std::string text;                // NACK/ABORT/DATA_ERROR payload
     const char* data = nullptr;      // EAGER payload (the user's buffer)
     BasicRequestPtr eager;           // an EAGER send: complete once copied
-    uint32_t write_id = 0;           // non-zero: the RDMA write of large send `write_id`
   };
   struct LargeSend {
     BasicRequestPtr req;
@@ -110,6 +109,9 @@ class Engine {
     bool credit_queued = false;
     std::vector<uint32_t> free_send_slots;
     std::deque<OutOp> out;
+    // Large sends whose CTS came, to be written; apart from `out` so that control
+    // messages never wait behind bulk data (see PostNextWrite).
+    std::deque<uint32_t> writes;
     std::map<uint64_t, TagState> tags;
     GroupFingerprints groups;
     Clock::time_point last_heard{}, last_ping{};
@@ -141,7 +143,8 @@ class Engine {
   void Queue(int p, OutOp op, bool urgent = false);
   void Flush(int p);
   bool PostCtrl(int p, OutOp& op);
-  bool PostWrite(int p, OutOp& op);
+  bool PostNextWrite(int p);
+  bool PostWrite(int p, uint32_t id);
   Status RepostSlot(int p, uint32_t slot);
   void Keepalive();
 
