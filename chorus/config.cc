@@ -42,6 +42,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<int64_t> poll = EnvInt(env, "CHORUS_IB_POLL_US", c.ib_poll_us, 0, 1000000);
   if (!poll.ok()) return poll.status();
   c.ib_poll_us = poll.value();
+  Result<int64_t> spin = EnvInt(env, "CHORUS_SPIN_US", c.spin_us, 0, 1000000);
+  if (!spin.ok()) return spin.status();
+  c.spin_us = spin.value();
   Result<int64_t> peer_timeout = EnvInt(env, "CHORUS_IB_PEER_TIMEOUT", c.ib_peer_timeout_ms / 1000, 1, 24 * 3600);
   if (!peer_timeout.ok()) return peer_timeout.status();
   c.ib_peer_timeout_ms = peer_timeout.value() * 1000;

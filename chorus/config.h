@@ -27,6 +27,10 @@ struct Config {
   // The RDMA engine polls its completion queue this long before it sleeps
   // (CHORUS_IB_POLL_US, microseconds; 0: sleep at once, no spinning).
   int64_t ib_poll_us = 0;
+  // Latency: after activity the TCP engine keeps polling (yielding the CPU between
+  // polls) this long before it sleeps, and a thread waiting for a send or receive polls
+  // it this long before it sleeps (CHORUS_SPIN_US, microseconds; 0: sleep at once).
+  int64_t spin_us = 100;
   // An RDMA peer that a request waits for and that stays silent this long, even to a
   // PING, fails the communicator naming it (CHORUS_IB_PEER_TIMEOUT, seconds).
   int64_t ib_peer_timeout_ms = 10 * 1000;

@@ -18,9 +18,11 @@ namespace chorus::transport {
 class BasicRequest : public Request {
  public:
   enum class Kind { kSend, kRecv };
-  BasicRequest(Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint)
+  // spin_us: Wait() polls this long (yielding the CPU between looks) before it sleeps.
+  BasicRequest(Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint,
+               int64_t spin_us = 0)
       : kind_(kind), self_(self), peer_(peer), tag_(tag), buf_(static_cast<char*>(buf)), bytes_(bytes),
-        fingerprint_(fingerprint) {}
+        fingerprint_(fingerprint), spin_us_(spin_us) {}
 
   bool Test() override { return done_.load(std::memory_order_acquire); }
   Status Wait(Deadline deadline) override;
@@ -52,6 +54,7 @@ class BasicRequest : public Request {
   char* const buf_;
   const size_t bytes_;
   const uint64_t fingerprint_;
+  const int64_t spin_us_;
 
   std::atomic<bool> done_{false};
   std::atomic<uint64_t> remote_fingerprint_{0};

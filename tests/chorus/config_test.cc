@@ -63,6 +63,14 @@ TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_IB_EAGER_BYTES", "2G");
   ExpectBad("CHORUS_IB_POLL_US", "forever");
   ExpectBad("CHORUS_IB_PEER_TIMEOUT", "0");
+  ExpectBad("CHORUS_SPIN_US", "-1");
+  ExpectBad("CHORUS_SPIN_US", "a while");
+}
+
+TEST(Config, SpinDefaultsOnAndCanBeTurnedOff) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->spin_us, 100);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_SPIN_US", "0"}}))->spin_us, 0);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_SPIN_US", "2000"}}))->spin_us, 2000);
 }
 
 TEST(Config, ReadsTheRdmaVariables) {

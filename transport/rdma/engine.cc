@@ -142,7 +142,7 @@ Engine::~Engine() {
 
 RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
                         uint64_t fingerprint) {
-  auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
+  auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint, opts_.spin_us);
   inbox_.Post(req);
   return req;
 }

@@ -65,6 +65,7 @@ RdmaOptions RdmaOptions::FromConfig(const Config& config, const std::string& loc
   o.timeout_ms = config.timeout_ms;
   o.eager_bytes = static_cast<uint32_t>(config.ib_eager_bytes);
   o.poll_us = config.ib_poll_us;
+  o.spin_us = config.spin_us;
   o.peer_timeout_ms = config.ib_peer_timeout_ms;
   return o;
 }
@@ -94,6 +95,7 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::Open(int rank, int size, u
   eopts.timeout_ms = opts.timeout_ms;
   eopts.eager_bytes = opts.eager_bytes;
   eopts.poll_us = opts.poll_us;
+  eopts.spin_us = opts.spin_us;
   eopts.peer_timeout_ms = opts.peer_timeout_ms;
   Result<std::unique_ptr<rdma::Engine>> engine = rdma::Engine::Create(std::move(dev.value()), eopts);
   if (!engine.ok()) return engine.status().WithContext("rank " + std::to_string(rank));

@@ -1,5 +1,7 @@
 #include "transport/tcp/engine.h"
 
+#include <sched.h>
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -103,12 +105,20 @@ void Engine::Loop() {
       BeginAbort(AbortedError("transport destroyed with " + std::to_string(active_) + " requests pending"));
     }
     if (aborting_ && ProgressAbort()) break;
-    int timeout = NextTimeoutMs();
-    // Dekker-style hand-shake with Post(): either we see its command, or it sees us
-    // asleep and writes the eventfd.
-    if (!inbox_.BeginSleep()) timeout = 0;
-    Status st = poller_->Poll(timeout);
-    inbox_.EndSleep();
+    Status st;
+    if (Clock::now() - last_activity_ < std::chrono::microseconds(opts_.spin_us)) {
+      // Busy a moment ago: the next request or byte is likely microseconds away, and
+      // waking from a sleep costs tens of them. Poll, yielding the CPU between looks.
+      st = poller_->Poll(0);
+      if (!inbox_.HasWork()) sched_yield();
+    } else {
+      int timeout = NextTimeoutMs();
+      // Dekker-style hand-shake with Post(): either we see its command, or it sees us
+      // asleep and writes the eventfd.
+      if (!inbox_.BeginSleep()) timeout = 0;
+      st = poller_->Poll(timeout);
+      inbox_.EndSleep();
+    }
     if (!st.ok() && !aborting_) BeginAbort(st.WithContext("rank " + std::to_string(rank_) + " TCP engine"));
   }
 }
@@ -125,7 +135,7 @@ void Engine::Teardown() {
 // ---- Application threads ----
 
 RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
-  auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
+  auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint, opts_.spin_us);
   inbox_.Post(req);
   return req;
 }
@@ -140,6 +150,7 @@ void Engine::DrainCommands() {
   Inbox::Batch b = inbox_.Drain();
   for (BasicRequestPtr& req : b.posts) {
     ++active_;
+    last_activity_ = Clock::now();
     deadlines_.Track(req);
     if (aborting_) {
       Finish(req, abort_status_);
@@ -164,7 +175,10 @@ void Engine::DrainCommands() {
 }
 
 void Engine::Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp) {
-  if (req->Complete(st, remote_fp)) --active_;
+  if (req->Complete(st, remote_fp)) {
+    --active_;
+    last_activity_ = Clock::now();
+  }
 }
 
 void Engine::PostSend(const BasicRequestPtr& req) {

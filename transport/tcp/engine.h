@@ -34,6 +34,7 @@ struct EngineOptions {
   int64_t timeout_ms = 30 * 60 * 1000;
   bool use_uring = true;
   bool fallback_to_epoll = false;  // engine "auto": epoll when the ring cannot be created
+  int64_t spin_us = 0;             // after activity, poll this long before sleeping
 };
 
 struct PeerInfo {
@@ -134,6 +135,7 @@ class Engine final : public IoHandler {
   FirstError health_;
 
   // Engine thread only.
+  Clock::time_point last_activity_{};  // a request posted or finished
   int64_t active_ = 0;  // posted requests not yet finished
   bool stopping_ = false;
   bool aborting_ = false;

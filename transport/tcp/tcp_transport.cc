@@ -20,6 +20,7 @@ TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_
   o.nsockets = config.nsocks_per_peer;
   o.socket_bufsize = config.socket_bufsize;
   o.stripe_min_bytes = config.stripe_min_bytes;
+  o.spin_us = config.spin_us;
   o.bind_address = bind_address;
   o.timeout_ms = config.timeout_ms;
   return o;
@@ -141,6 +142,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.size = size_;
   eo.nsockets = opts_.nsockets;
   eo.stripe_min_bytes = opts_.stripe_min_bytes;
+  eo.spin_us = opts_.spin_us;
   eo.timeout_ms = opts_.timeout_ms;
   eo.use_uring = use_uring_;
   eo.fallback_to_epoll = opts_.engine == "auto";

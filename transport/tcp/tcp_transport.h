@@ -29,6 +29,7 @@ struct TcpOptions {
   int nsockets = 2;                     // sockets per peer; large messages are striped
   int64_t socket_bufsize = 4 << 20;     // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
   int64_t stripe_min_bytes = 256 << 10; // messages at least this large use every socket
+  int64_t spin_us = 0;                   // poll this long after activity (CHORUS_SPIN_US)
   std::string bind_address = "127.0.0.1";
   int64_t timeout_ms = 30 * 60 * 1000;  // per-request deadline, enforced by the engine
 
