@@ -13,6 +13,14 @@
 //
 // recv is the accumulator: reduce(send_block, received) -> recv_block, which is also
 // correct in place (send == recv). The send buffer is never written.
+//
+// Out of place, a partial sum is received straight into recv (its block there is not
+// yet written) and reduced in place, so every receive is posted up front: no scratch,
+// and no message arrives before its receive (a TCP transport would buffer and copy
+// it). The all-gather receives may overwrite blocks that this rank forwarded earlier:
+// the data that arrives there was computed from what we forwarded, so the transport
+// has read those bytes out already. In place, partial sums wait in a few scratch chunks.
+#include <cstdint>
 #include <deque>
 #include <vector>
 
@@ -25,15 +33,15 @@
 namespace chorus::algos {
 namespace {
 
-// Receives posted ahead of the one being processed (each holds a scratch chunk in
-// the reduce-scatter phase).
-constexpr int kRecvsInFlight = 2;
+// In place: receives posted ahead of the one being processed (each holds a scratch
+// chunk in the reduce-scatter phase).
+constexpr size_t kRecvsInFlight = 2;
 
 struct PostedRecv {
   transport::RequestPtr req;
   int step;
   Span chunk;
-  char* scratch;  // null in the all-gather phase (received in place)
+  char* scratch;  // null where received in place (all-gather, or out of place)
 };
 
 }  // namespace
@@ -58,7 +66,9 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     return EvenBlock(count, n, s < n - 1 ? Mod(r - s - 1, n) : Mod(r - (s - (n - 1)), n));
   };
 
-  std::vector<char> scratch(kRecvsInFlight * chunk_elems * es);
+  const bool in_place = send == recv;
+  const size_t window = in_place ? kRecvsInFlight : SIZE_MAX;
+  std::vector<char> scratch(in_place ? kRecvsInFlight * chunk_elems * es : 0);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
     std::deque<PostedRecv> posted;
@@ -70,7 +80,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       const Span c = to_post.chunk();
       char* scratch_slot = nullptr;
       char* dst = At(recv, c.offset, es);
-      if (s <= last_rs_step) {
+      if (s <= last_rs_step && in_place) {
         scratch_slot = scratch.data() + (posted_count % kRecvsInFlight) * chunk_elems * es;
         dst = scratch_slot;
       }
@@ -78,7 +88,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       ++posted_count;
       to_post.Next();
     };
-    for (int i = 0; i < kRecvsInFlight; ++i) post_next();
+    while (!to_post.done() && posted.size() < window) post_next();
 
     // Step 0: our own block goes out straight from the send buffer.
     ChunkWalk own(1, chunk_elems, [&](int) { return EvenBlock(count, n, r); });
@@ -91,7 +101,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       if (p.step <= last_rs_step) {
         // Reduce-scatter: accumulate the partial sum from upstream with our own data.
         CHORUS_RETURN_IF_ERROR(
-            kernels::Reduce(dtype, op, mine, At(send, p.chunk.offset, es), p.scratch, p.chunk.count));
+            kernels::Reduce(dtype, op, mine, At(send, p.chunk.offset, es), p.scratch ? p.scratch : mine, p.chunk.count));
         // Complete after the last reduce-scatter step: AVG divides here, once, before
         // the all-gather spreads the result.
         if (p.step == last_rs_step && op == ReduceOp::kAvg) {
@@ -101,7 +111,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       posted.pop_front();
       // Forward what we just produced (or received, in the all-gather) at the next step.
       if (p.step + 1 < steps) sends.Post(next, static_cast<uint32_t>(p.step + 1), mine, p.chunk.count * es);
-      post_next();  // the scratch slot just consumed is free again
+      if (posted.size() < window) post_next();  // the scratch slot just consumed is free again
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();
