@@ -8,18 +8,22 @@
 //   all-gather, s >= n-1:     forward the complete block received last step,
 //                             receive block r-(s-n+1) (complete) from r-1.
 // A block sent at step s > 0 is exactly the block received at step s-1, so every
-// received chunk is forwarded as soon as it is reduced: chunk i goes out while
-// chunk i+1 arrives and chunk i+2's receive is already posted.
+// received chunk is forwarded as soon as it is reduced.
 //
 // recv is the accumulator: reduce(send_block, received) -> recv_block, which is also
 // correct in place (send == recv). The send buffer is never written.
 //
-// Out of place, a partial sum is received straight into recv (its block there is not
-// yet written) and reduced in place, so every receive is posted up front: no scratch,
-// and no message arrives before its receive (a TCP transport would buffer and copy
-// it). The all-gather receives may overwrite blocks that this rank forwarded earlier:
-// the data that arrives there was computed from what we forwarded, so the transport
-// has read those bytes out already. In place, partial sums wait in a few scratch chunks.
+// Receives are posted before their data can arrive wherever memory allows (a TCP
+// transport buffers and copies a message that arrives first):
+//   - all-gather receives, all up front. They overwrite blocks this rank forwarded
+//     earlier, but the data that lands there was computed from what we forwarded, so
+//     the transport has read those bytes out before it arrives;
+//   - reduce-scatter receives out of place: all up front, straight into recv (its
+//     block there is not written yet), reduced in place; no scratch;
+//   - reduce-scatter receives in place (recv holds our own contribution): into a few
+//     scratch chunks, and our own block goes out paced by what arrives from upstream
+//     (one chunk out per chunk in), so that the peer's receives are mostly posted
+//     when our chunks land.
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -35,7 +39,7 @@ namespace {
 
 // In place: receives posted ahead of the one being processed (each holds a scratch
 // chunk in the reduce-scatter phase).
-constexpr size_t kRecvsInFlight = 2;
+constexpr size_t kRecvsInFlight = 4;
 
 struct PostedRecv {
   transport::RequestPtr req;
@@ -67,51 +71,61 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
   };
 
   const bool in_place = send == recv;
-  const size_t window = in_place ? kRecvsInFlight : SIZE_MAX;
+  const size_t rs_window = in_place ? kRecvsInFlight : SIZE_MAX;
   std::vector<char> scratch(in_place ? kRecvsInFlight * chunk_elems * es : 0);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
-    std::deque<PostedRecv> posted;
-    ChunkWalk to_post(steps, chunk_elems, recv_block);
-    size_t posted_count = 0;
-    auto post_next = [&] {
-      if (to_post.done()) return;
-      const int s = to_post.step();
-      const Span c = to_post.chunk();
-      char* scratch_slot = nullptr;
-      char* dst = At(recv, c.offset, es);
-      if (s <= last_rs_step && in_place) {
-        scratch_slot = scratch.data() + (posted_count % kRecvsInFlight) * chunk_elems * es;
-        dst = scratch_slot;
-      }
-      posted.push_back(PostedRecv{PostRecv(ctx, prev, s, dst, c.count * es), s, c, scratch_slot});
-      ++posted_count;
-      to_post.Next();
+    std::deque<PostedRecv> rs, ag;  // posted, in the order they are processed
+    ChunkWalk rs_walk(n - 1, chunk_elems, recv_block);
+    ChunkWalk ag_walk(n - 1, chunk_elems, [&](int k) { return recv_block(k + n - 1); });
+    size_t rs_count = 0;
+    auto post_rs = [&] {
+      const Span c = rs_walk.chunk();
+      char* slot = in_place ? scratch.data() + (rs_count++ % kRecvsInFlight) * chunk_elems * es : nullptr;
+      char* dst = slot ? slot : At(recv, c.offset, es);
+      rs.push_back(PostedRecv{PostRecv(ctx, prev, rs_walk.step(), dst, c.count * es), rs_walk.step(), c, slot});
+      rs_walk.Next();
     };
-    while (!to_post.done() && posted.size() < window) post_next();
+    for (; !ag_walk.done(); ag_walk.Next()) {
+      const Span c = ag_walk.chunk();
+      const int s = ag_walk.step() + n - 1;
+      ag.push_back(PostedRecv{PostRecv(ctx, prev, s, At(recv, c.offset, es), c.count * es), s, c, nullptr});
+    }
+    while (!rs_walk.done() && rs.size() < rs_window) post_rs();
 
-    // Step 0: our own block goes out straight from the send buffer.
+    // Step 0: our own block goes out straight from the send buffer (in place: the
+    // first chunks now, then one per step-0 chunk received).
     ChunkWalk own(1, chunk_elems, [&](int) { return EvenBlock(count, n, r); });
-    for (; !own.done(); own.Next()) sends.Post(next, 0, At(send, own.chunk().offset, es), own.chunk().count * es);
+    size_t own_posted = 0, step0_done = 0;
+    auto post_own = [&](size_t upto) {
+      for (; !own.done() && own_posted < upto; own.Next(), ++own_posted) {
+        sends.Post(next, 0, At(send, own.chunk().offset, es), own.chunk().count * es);
+      }
+    };
+    post_own(in_place ? kRecvsInFlight : SIZE_MAX);
 
-    while (!posted.empty()) {
-      const PostedRecv p = posted.front();
+    while (!rs.empty() || !ag.empty()) {
+      std::deque<PostedRecv>& q = rs.empty() ? ag : rs;
+      const PostedRecv p = q.front();
+      q.pop_front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
       char* mine = At(recv, p.chunk.offset, es);
       if (p.step <= last_rs_step) {
         // Reduce-scatter: accumulate the partial sum from upstream with our own data.
-        CHORUS_RETURN_IF_ERROR(
-            kernels::Reduce(dtype, op, mine, At(send, p.chunk.offset, es), p.scratch ? p.scratch : mine, p.chunk.count));
+        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, mine, At(send, p.chunk.offset, es),
+                                               p.scratch ? p.scratch : mine, p.chunk.count));
         // Complete after the last reduce-scatter step: AVG divides here, once, before
         // the all-gather spreads the result.
         if (p.step == last_rs_step && op == ReduceOp::kAvg) {
           CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, mine, p.chunk.count, n));
         }
+        if (!rs_walk.done()) post_rs();  // the scratch slot just consumed is free again
       }
-      posted.pop_front();
+      // Pace our own block; once step 0 is over, the rest of it goes at once.
+      step0_done += p.step == 0 ? 1 : 0;
+      post_own(!rs.empty() && rs.front().step == 0 ? step0_done + kRecvsInFlight : SIZE_MAX);
       // Forward what we just produced (or received, in the all-gather) at the next step.
       if (p.step + 1 < steps) sends.Post(next, static_cast<uint32_t>(p.step + 1), mine, p.chunk.count * es);
-      if (posted.size() < window) post_next();  // the scratch slot just consumed is free again
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();
