@@ -24,14 +24,13 @@ struct Config {
   int ib_gid_index = -1;
   // RDMA messages up to this size travel inside control messages (CHORUS_IB_EAGER_BYTES).
   int64_t ib_eager_bytes = 8 << 10;
-  // The RDMA engine polls its completion queue, and a thread waiting for an RDMA
-  // request polls it, this long before it sleeps (CHORUS_IB_POLL_US, microseconds;
-  // 0: sleep at once, no spinning).
+  // The RDMA engine polls its completion queue this long before it sleeps
+  // (CHORUS_IB_POLL_US, microseconds; 0: sleep at once, no spinning).
   int64_t ib_poll_us = 0;
   // Latency: after activity the TCP engine keeps polling (yielding the CPU between
   // polls) this long before it sleeps, and a thread waiting for a TCP send or receive
   // polls it this long before it sleeps (CHORUS_SPIN_US, microseconds; 0: sleep at once).
-  // RDMA has its own knob, CHORUS_IB_POLL_US.
+  // RDMA waits do not spin (see CHORUS_IB_POLL_US for its engine).
   int64_t spin_us = 100;
   // An RDMA peer that a request waits for and that stays silent this long, even to a
   // PING, fails the communicator naming it (CHORUS_IB_PEER_TIMEOUT, seconds).

@@ -40,7 +40,6 @@ struct EngineOptions {
   int64_t keepalive_ms = 1000;          // probe a peer we wait for after this much silence
   int64_t peer_timeout_ms = 10000;      // and declare it gone after this much more
   int64_t poll_us = 0;                  // poll the completion queue this long before sleeping
-  int64_t spin_us = 0;                  // a thread waiting for a request polls it this long
 };
 
 class Engine {

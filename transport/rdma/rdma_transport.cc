@@ -65,10 +65,6 @@ RdmaOptions RdmaOptions::FromConfig(const Config& config, const std::string& loc
   o.timeout_ms = config.timeout_ms;
   o.eager_bytes = static_cast<uint32_t>(config.ib_eager_bytes);
   o.poll_us = config.ib_poll_us;
-  // Waiting threads poll as long as the engine does: with CHORUS_SPIN_US's 100 us,
-  // the 8-byte round trip under Soft-RoCE/TCG got 2-3x slower (spinning threads took
-  // the vCPUs that the provider's work, done in the engine thread, needed).
-  o.spin_us = config.ib_poll_us;
   o.peer_timeout_ms = config.ib_peer_timeout_ms;
   return o;
 }
@@ -98,7 +94,6 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::Open(int rank, int size, u
   eopts.timeout_ms = opts.timeout_ms;
   eopts.eager_bytes = opts.eager_bytes;
   eopts.poll_us = opts.poll_us;
-  eopts.spin_us = opts.spin_us;
   eopts.peer_timeout_ms = opts.peer_timeout_ms;
   Result<std::unique_ptr<rdma::Engine>> engine = rdma::Engine::Create(std::move(dev.value()), eopts);
   if (!engine.ok()) return engine.status().WithContext("rank " + std::to_string(rank));

@@ -32,7 +32,6 @@ struct RdmaOptions {
   int64_t timeout_ms = 30 * 60 * 1000;
   uint32_t eager_bytes = 8192;
   int64_t poll_us = 0;    // poll before sleeping (CHORUS_IB_POLL_US)
-  int64_t spin_us = 0;    // waiting threads poll their request first (CHORUS_IB_POLL_US too)
   int64_t peer_timeout_ms = 10000;  // a silent peer we wait for fails after this (CHORUS_IB_PEER_TIMEOUT)
 
   static RdmaOptions FromConfig(const Config& config, const std::string& local_ip);
