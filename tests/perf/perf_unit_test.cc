@@ -21,7 +21,7 @@ TEST(FlagsTest, DefaultsMatchNcclTestsHabits) {
   Result<PerfOptions> o = Parse({});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->coll, Collective::kAllReduce);
-  EXPECT_EQ(o->backend, "gloo");
+  EXPECT_EQ(o->backend, "chorus");
   EXPECT_EQ(o->iters, 20);
   EXPECT_EQ(o->warmup_iters, 5);
   EXPECT_TRUE(o->check);

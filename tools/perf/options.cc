@@ -42,7 +42,7 @@ std::string UsageText() {
   return "usage: chorus_perf [COLLECTIVE] [flags]\n"
          "  COLLECTIVE / --coll NAME   all_reduce (default), broadcast, reduce, all_gather, reduce_scatter,\n"
          "                             all_to_all, sendrecv, barrier, gather, scatter\n"
-         "  --backend chorus|gloo|mpi  library to measure (default gloo)\n"
+         "  --backend chorus|gloo|mpi  library to measure (default chorus)\n"
          "  --algo NAME                backend variant (gloo all_reduce: ring, ring_chunked,\n"
          "                             halving_doubling, bcube, ring_legacy; chorus: what CHORUS_ALGO\n"
          "                             takes, e.g. ring, recursive_doubling, tree; default its selector)\n"

@@ -15,7 +15,7 @@ namespace perf {
 
 struct PerfOptions {
   Collective coll = Collective::kAllReduce;
-  std::string backend = "gloo";
+  std::string backend = "chorus";
   std::string algo;  // backend-specific; empty = backend default
   int64_t min_bytes = 8;
   int64_t max_bytes = 32 << 20;
