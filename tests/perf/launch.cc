@@ -1,11 +1,7 @@
 #include "tests/perf/launch.h"
 
-#include "tests/util/multiproc.h"
-
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,8 +80,6 @@ std::string ChorusPerfPath() {
   if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   return "tools/perf/chorus_perf";  // the runfiles tree is the working directory
 }
-
-int FreePort() { return chorus::testing::FreePort(); }
 
 std::vector<std::vector<std::string>> DataRows(const std::string& output) {
   std::vector<std::vector<std::string>> rows;

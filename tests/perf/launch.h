@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/multiproc.h"
+
 namespace chorus {
 namespace perf {
 namespace testing {
@@ -26,8 +28,8 @@ std::vector<ProcResult> RunAll(const std::vector<std::vector<std::string>>& comm
 
 // The chorus_perf binary in the test's runfiles.
 std::string ChorusPerfPath();
-// A TCP port that was free a moment ago on loopback.
-int FreePort();
+// A TCP port that was free a moment ago (the one picker every test shares).
+using chorus::testing::FreePort;
 // Lines of a chorus_perf table (not starting with '#'), split on whitespace.
 std::vector<std::vector<std::string>> DataRows(const std::string& output);
 
