@@ -3,8 +3,8 @@
 # (chorusrun), against perftest on the same device, in REPS interleaved rounds (the
 # host's neighbours make single runs swing by 20%; summarize_rdma.py takes medians).
 # Each round, every benchmark on every size:
-#   - ib_write_bw one way (guest_perftest.sh) and ib_write_bw -b (both directions at
-#     once): the baselines for send/recv and for a 2-rank all_reduce, whose every byte
+#   - ib_write_bw one way and ib_write_bw -b (both directions at once), both through
+#     guest_perftest.sh: the baselines for send/recv and for a 2-rank all_reduce, whose every byte
 #     has a byte going the other way on the same device;
 #   - chorus_p2p_bench one way and -d (both ways), results checked (#wrong);
 #   - chorus_perf all_reduce: float32 sum, results checked (#wrong).
@@ -19,31 +19,13 @@ export CHORUS_TRANSPORT=rdma
 run=("$bin/tools/launcher/chorusrun" --nproc-per-node 2 --timeout 300 --)
 sizes=(4194304 16777216 67108864)
 csv_sizes=$(IFS=,; echo "${sizes[*]}")
-port=18800
-
-bidir() {  # $1 = size; one row "ib_write_bw_bidir bytes iters peak avg msgrate" (MiB/s summed), one retry
-  local s=$1 attempt row
-  for attempt in 1 2; do
-    port=$((port + 1))
-    taskset -c 0 timeout 150 ib_write_bw -d rxe0 -x 1 -F -b -s "$s" -n 5 -p "$port" >/tmp/bw_srv.log 2>&1 &
-    for _ in $(seq 200); do ss -Hltn "sport = :$port" | grep -q . && break; sleep 0.05; done
-    taskset -c 1 timeout 150 ib_write_bw -d rxe0 -x 1 -F -b -s "$s" -n 5 -p "$port" 127.0.0.1 >/tmp/bw_cli.log 2>&1 || true
-    wait || true
-    row=$(awk 'f && NF { print; exit } /#bytes/ { f = 1 }' /tmp/bw_cli.log)
-    if [ "$(awk '{ print ($1 == s && $4 > 0) }' s="$s" <<<"$row")" = 1 ]; then
-      echo "ib_write_bw_bidir $row"
-      return 0
-    fi
-    echo "# ib_write_bw -b -s $s: no plausible result (attempt $attempt)"
-  done
-}
 
 for ((rep = 1; rep <= reps; rep++)); do
   echo "# rep $rep"
   lat=''
   [ "$rep" = 1 ] && lat=8,4096
-  "$here/guest_perftest.sh" --bw-sizes "$csv_sizes" --lat-sizes "$lat" || echo "# guest_perftest.sh failed (exit $?)"
-  for s in "${sizes[@]}"; do bidir "$s"; done
+  "$here/guest_perftest.sh" --bw-sizes "$csv_sizes" --bidir-sizes "$csv_sizes" --lat-sizes "$lat" ||
+    echo "# guest_perftest.sh failed (exit $?)"
   polls=(0)
   [ "$rep" = 1 ] && polls=(0 200)
   for poll in "${polls[@]}"; do

@@ -4,29 +4,32 @@
 # and prints one table row per run. Lines starting with '#' are comments/diagnostics.
 # Columns (table and CSV): test bytes iters unit avg min max typical p99 status
 #   ib_write_bw:  unit MiB/s, avg = BW average, max = BW peak
+#   ib_write_bw_bidir: the same with -b (both directions at once), MiB/s summed over both
 #   ib_write_lat: unit usec,  avg/min/max/typical/p99 = t_avg/t_min/t_max/t_typical/99%
 # Meant to grow: more benchmarks (e.g. chorus's own) can append rows in the same boot.
 set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: guest_perftest.sh [--bw-sizes LIST] [--lat-sizes LIST] [--bw-iters N] [--lat-iters N]
-                         [--csv FILE] [--dev DEV] [--gid-index N]
+usage: guest_perftest.sh [--bw-sizes LIST] [--bidir-sizes LIST] [--lat-sizes LIST] [--bw-iters N]
+                         [--lat-iters N] [--csv FILE] [--dev DEV] [--gid-index N]
   LIST: comma-separated byte counts (plain numbers; run perftest.sh for K/M suffixes)
 USAGE
 }
 bw_sizes=4194304,8388608,16777216,33554432,67108864
+bidir_sizes=''
 lat_sizes=8,16,32,64,128,256,512,1024,2048,4096
 bw_iters=5 lat_iters=1000 csv='' dev=rxe0 gidx=1
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --bw-sizes|--lat-sizes|--bw-iters|--lat-iters|--csv|--dev|--gid-index)
+    --bw-sizes|--bidir-sizes|--lat-sizes|--bw-iters|--lat-iters|--csv|--dev|--gid-index)
       [ $# -ge 2 ] || { echo "# guest_perftest.sh: $1 needs a value" >&2; usage >&2; exit 2; } ;;
     *) echo "# guest_perftest.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
   case "$1" in
     --bw-sizes) bw_sizes=$2 ;;
+    --bidir-sizes) bidir_sizes=$2 ;;
     --lat-sizes) lat_sizes=$2 ;;
     --bw-iters) bw_iters=$2 ;;
     --lat-iters) lat_iters=$2 ;;
@@ -54,6 +57,7 @@ work=$(mktemp -d /tmp/guest_perftest.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 port=18600
 failures=0
+pair_extra=()  # more perftest flags for both sides (measure_bidir)
 header="test bytes iters unit avg min max typical p99 status"
 fmt='%-13s %10s %6s %6s %9s %9s %9s %9s %9s %s\n'
 # shellcheck disable=SC2086
@@ -84,7 +88,7 @@ wait_listen() {  # $1 = port; bounded to 10 s
 # run_pair TOOL SIZE ITERS LIMIT_S (on $port) -> client output in $work/client.log; returns != 0 on failure
 run_pair() {
   local tool=$1 size=$2 iters=$3 limit=$4 srv src=0 crc=0
-  local args=(-d "$dev" -x "$gidx" -F -s "$size" -n "$iters" -p "$port")
+  local args=(-d "$dev" -x "$gidx" -F -s "$size" -n "$iters" -p "$port" ${pair_extra[@]+"${pair_extra[@]}"})
   timeout "$limit" ${pin[@]+"${pin[@]}" "$srv_cpu"} "$tool" "${args[@]}" >"$work/server.log" 2>&1 &
   srv=$!
   if ! wait_listen "$port"; then
@@ -124,6 +128,7 @@ measure_bw() {  # $1 = size; prints the row fields or returns 1
   positive "$peak" "$avg" || { echo "# ib_write_bw -s $s: implausible result (avg '$avg', peak '$peak')" >&2; return 2; }
   echo "$it MiB/s $avg - $peak - -"
 }
+measure_bidir() { pair_extra=(-b); measure_bw "$1"; }  # called in a subshell: pair_extra stays local
 measure_lat() {
   local s=$1 b it tmin tmax ttyp tavg _ p99
   run_pair ib_write_lat "$s" "$lat_iters" 60 || return 1
@@ -165,6 +170,7 @@ run_sizes() {  # test measure_fn iters unit list
 }
 
 run_sizes ib_write_bw measure_bw "$bw_iters" MiB/s "$bw_sizes"
+run_sizes ib_write_bw_bidir measure_bidir "$bw_iters" MiB/s "$bidir_sizes"
 run_sizes ib_write_lat measure_lat "$lat_iters" usec "$lat_sizes"
 
 if [ "$failures" -gt 0 ]; then

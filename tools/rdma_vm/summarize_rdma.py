@@ -39,7 +39,7 @@ def parse(lines):
         f = line.split()
         if len(f) >= 10 and f[0] == "ib_write_bw" and f[-1] == "ok":
             base[("uni", int(f[1]))][rep] = float(f[4]) * MIB
-        elif len(f) >= 5 and f[0] == "ib_write_bw_bidir":
+        elif len(f) >= 10 and f[0] == "ib_write_bw_bidir" and f[-1] == "ok":
             base[("bidir", int(f[1]))][rep] = float(f[4]) * MIB / 2
         elif len(f) >= 10 and f[0] == "ib_write_lat" and f[-1] == "ok":
             lat[f"ib_write_lat {f[1]} B, typical"].append(float(f[7]))
