@@ -23,10 +23,16 @@
 #                       hiccup of a busy machine swamps a 5-iteration mean of 20 us calls
 #     --small-max SIZE  (default 1M)
 #     --timeout S       limit per run (default 600)
+#     --bind core|none  core (default): every backend's rank r runs on core r % ncores,
+#                       as mpirun binds 2 ranks by default; none: no binding anywhere
 #   Sweep default: all_reduce -b 16 -e 256M -f 4 -n 5 -w 2 (float32 sum: 16 B .. 256 MiB
 #   by 4). The 8-byte latency is its own run (-b 8 -e 8, more iterations), appended to
 #   the same arguments.
 #
+# Binding is the same for every backend: mpirun runs with --bind-to none and, with
+# --bind core, each of its ranks pins itself with taskset like the others (mpirun's own
+# default across the namespaces would put both ranks on core 0: each "host" binds its
+# one rank to its first core, and both namespaces share the same cores).
 # Launching: chorus and gloo ranks get torchrun's variables (RANK, WORLD_SIZE,
 # MASTER_ADDR, MASTER_PORT; in the namespaces CHORUS_SOCKET_IFNAME=chorus0 too); MPI runs
 # through mpirun --mca btl tcp,self --mca mpi_yield_when_idle 1 (without it the ranks of a
@@ -52,6 +58,7 @@ lat_iters=200
 small_iters=50
 small_max=1M
 run_timeout=600
+bind=core
 sweep=()
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
@@ -67,6 +74,7 @@ while [ $# -gt 0 ]; do
     --small-iters) small_iters="$2"; shift 2 ;;
     --small-max) small_max="$2"; shift 2 ;;
     --timeout) run_timeout="$2"; shift 2 ;;
+    --bind) bind="$2"; shift 2 ;;
     --) shift; sweep=("$@"); break ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -76,6 +84,8 @@ done
 for v in "$iperf_s" "$lat_iters" "$small_iters" "$run_timeout"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a non-negative integer"
 done
+[[ "$bind" == core || "$bind" == none ]] || die "--bind: '$bind' is not core or none"
+ncpu=$(nproc)
 for l in $links; do [[ "$l" == loopback || "$l" == netns ]] || die "--links: '$l' is not loopback or netns"; done
 
 if [ -z "$bin" ]; then
@@ -139,6 +149,9 @@ free_port() {
 }
 netns_port=29600  # private to the namespaces; one per run so no TIME_WAIT is met
 
+# pin R: the command prefix that binds rank R (nothing with --bind none).
+pin() { [ "$bind" = core ] && echo "taskset -c $(($1 % ncpu))"; }
+
 # launch LINK NP LOG -- chorus_perf args  (non-MPI backends)
 launch() {
   local link=$1 np=$2 log=$3
@@ -148,14 +161,14 @@ launch() {
     netns_port=$((netns_port + 1))
     for r in 0 1; do
       timeout "$run_timeout" "$two_nodes" exec "$r" env RANK=$r WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 \
-        MASTER_PORT=$netns_port CHORUS_SOCKET_IFNAME=chorus0 "$bin" "$@" >"$log.rank$r" 2>&1 &
+        MASTER_PORT=$netns_port CHORUS_SOCKET_IFNAME=chorus0 $(pin "$r") "$bin" "$@" >"$log.rank$r" 2>&1 &
       pids+=($!)
     done
   else
     port=$(free_port)
     for ((r = 0; r < np; r++)); do
       RANK=$r WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        timeout "$run_timeout" "$bin" "$@" >"$log.rank$r" 2>&1 &
+        timeout "$run_timeout" $(pin "$r") "$bin" "$@" >"$log.rank$r" 2>&1 &
       pids+=($!)
     done
   fi
@@ -172,13 +185,16 @@ launch_mpi() {
   local link=$1 np=$2 log=$3
   shift 4
   command -v mpirun >/dev/null || { echo "mpirun not installed (apt-get install openmpi-bin)" >"$log"; return 127; }
-  local mca=(--mca btl tcp,self --mca mpi_yield_when_idle 1)
+  local mca=(--mca btl tcp,self --mca mpi_yield_when_idle 1 --bind-to none)
+  # Each rank pins itself the way launch() pins the others.
+  local prog=("$bin")
+  [ "$bind" = core ] && prog=(/bin/sh -c "exec taskset -c \$((OMPI_COMM_WORLD_RANK % $ncpu)) \"\$0\" \"\$@\"" "$bin")
   if [ "$link" = netns2 ]; then
     timeout "$run_timeout" "$two_nodes" exec 0 mpirun --allow-run-as-root -np 2 --host 10.77.0.1:1,10.77.0.2:1 \
       --mca plm_rsh_agent "$agent" "${mca[@]}" --mca btl_tcp_if_include chorus0 --mca oob_tcp_if_include chorus0 \
-      "$bin" "$@" >"$log" 2>&1
+      "${prog[@]}" "$@" >"$log" 2>&1
   else
-    timeout "$run_timeout" mpirun --allow-run-as-root --oversubscribe -np "$np" "${mca[@]}" "$bin" "$@" >"$log" 2>&1
+    timeout "$run_timeout" mpirun --allow-run-as-root --oversubscribe -np "$np" "${mca[@]}" "${prog[@]}" "$@" >"$log" 2>&1
   fi
 }
 
@@ -310,7 +326,7 @@ done
 echo "== measured in $((SECONDS - start)) s" >&2
 # Other work on the machine shows in every number (most on the blocking libraries' small
 # sizes): say how busy it was.
-host_line="$(hostname), $(nproc) cores, load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end, $((SECONDS - start)) s"
+host_line="$(hostname), $ncpu cores, ranks bound: $bind, load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end, $((SECONDS - start)) s"
 
 # ---------------------------------------------------------------- table
 # One block per link: busbw per run (out of place), the best gloo, chorus / best gloo,
