@@ -20,8 +20,31 @@ size_t CollectiveCall::bytes(int world_size) const {
   }
 }
 
+std::string CallName(const CollectiveCall& call, int rank) {
+  return std::string(algos::CollectiveName(call.kind)) + " on rank " + std::to_string(rank);
+}
+
+DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size) {
+  const size_t b = call.count * DataTypeSize(call.dtype);
+  const size_t all = b * static_cast<size_t>(world_size);
+  const bool root = rank == call.root;
+  size_t in = b, out = b;
+  switch (call.kind) {
+    case Collective::kAllReduce: break;
+    case Collective::kBroadcast: break;  // one buffer (send == recv): the root's input, everyone's output
+    case Collective::kReduce: out = root ? b : 0; break;
+    case Collective::kAllGather: out = all; break;
+    case Collective::kReduceScatter: in = all; break;
+    case Collective::kGather: out = root ? all : 0; break;
+    case Collective::kScatter: in = root ? all : 0; break;
+    case Collective::kAllToAll: in = out = all; break;
+    case Collective::kBarrier: in = out = 0; break;
+  }
+  return DeviceIo{call.send, in, call.recv, out};
+}
+
 Status Validate(const CollectiveCall& call, int rank, int world_size) {
-  const std::string what = std::string(algos::CollectiveName(call.kind)) + " on rank " + std::to_string(rank);
+  const std::string what = CallName(call, rank);
   if (static_cast<int>(call.dtype) >= kNumDataTypes) {
     return InvalidArgument(what + ": dtype " + std::to_string(static_cast<int>(call.dtype)) + " is not a DataType");
   }

@@ -8,6 +8,7 @@
 #include "algos/collectives.h"
 #include "algos/fingerprint.h"
 #include "algos/selector.h"
+#include "chorus/device_calls.h"
 #include "chorus/types.h"
 
 namespace chorus::internal {
@@ -25,6 +26,13 @@ struct CollectiveCall {
   // everything one rank ends with for the gathers and scatters.
   size_t bytes(int world_size) const;
 };
+
+// "all_reduce on rank 2", for errors.
+std::string CallName(const CollectiveCall& call, int rank);
+
+// The call's buffers on `rank` and the bytes it reads from send and writes to recv
+// there (0 where that rank does not use the buffer): what device buffers stage.
+DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size);
 
 // Checks the call against the world: root, dtype, op, null buffers. The error
 // names the collective, the rank and what was wrong.

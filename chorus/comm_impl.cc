@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "chorus/log.h"
+#include "kernels/cuda/stream_ops.h"
 #include "chorus/transport_setup.h"
 
 namespace chorus::internal {
@@ -121,6 +122,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   }
 
   executor_ = std::make_unique<Executor>();
+  device_ = std::make_unique<DeviceCalls>();
   connected_ = true;
   CHORUS_INFO("communicator ready: " << Describe());
   return Status::Ok();
@@ -154,25 +156,54 @@ Status CommunicatorImpl::CheckUsable() const {
   return health;
 }
 
-Work CommunicatorImpl::PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag) {
+Result<std::string> CommunicatorImpl::CheckP2P(bool is_send, const void* buf, size_t bytes, int peer, uint32_t tag) {
   const char* verb = is_send ? "send" : "recv";
   if (peer < 0 || peer >= size_) {
-    return Work::Failed(InvalidArgument(std::string(verb) + " on rank " + std::to_string(rank_) + ": peer " +
-                                        std::to_string(peer) + " is not a rank of this communicator (size " +
-                                        std::to_string(size_) + ")"));
+    return InvalidArgument(std::string(verb) + " on rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) +
+                           " is not a rank of this communicator (size " + std::to_string(size_) + ")");
   }
   std::string what = std::string(verb) + " of " + std::to_string(bytes) + " bytes " + (is_send ? "to " : "from ") +
                      PeerName(peer) + " with tag " + std::to_string(tag) + " on rank " + std::to_string(rank_);
-  if (buf == nullptr && bytes > 0) return Work::Failed(InvalidArgument(what + ": buffer is null"));
+  if (buf == nullptr && bytes > 0) return InvalidArgument(what + ": buffer is null");
   Status usable = CheckUsable();
-  if (!usable.ok()) return Work::Failed(usable.WithContext(what));
+  if (!usable.ok()) return usable.WithContext(what);
+  return what;
+}
+
+Work CommunicatorImpl::PostP2PHost(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, std::string what) {
   transport::RequestPtr req =
       is_send ? transport_->Send(peer, tag, buf, bytes) : transport_->Recv(peer, tag, buf, bytes);
   return Work(std::make_shared<RequestWork>(std::move(req), transport_.get(), std::move(what),
                                             std::chrono::milliseconds(config_.timeout_ms)));
 }
 
-Result<std::function<Status()>> CommunicatorImpl::Prepare(const CollectiveCall& call) {
+Work CommunicatorImpl::PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag) {
+  Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
+  if (!what.ok()) return Work::Failed(what.status());
+  if (bytes > 0 && kernels::cuda::PointerKind(buf) == kernels::cuda::MemoryKind::kDevice) {
+    return Work::Failed(InvalidArgument(
+        what.value() + ": the buffer is device memory; ISend/IRecv take host buffers (use Send/Recv, which stage "
+                       "device buffers, or the CUDA-stream form)"));
+  }
+  return PostP2PHost(is_send, buf, bytes, peer, tag, std::move(what.value()));
+}
+
+Status CommunicatorImpl::RunP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag) {
+  Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
+  if (!what.ok()) return what.status();
+  if (bytes == 0 || kernels::cuda::PointerKind(buf) != kernels::cuda::MemoryKind::kDevice) {
+    return PostP2PHost(is_send, buf, bytes, peer, tag, std::move(what.value())).Wait();
+  }
+  const DeviceIo io = is_send ? DeviceIo{buf, bytes, nullptr, 0} : DeviceIo{nullptr, 0, buf, bytes};
+  return device_->RunNow(
+      io,
+      [&](const void* send, void* recv) {
+        return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what.value()).Wait();
+      },
+      Deadline::AfterMs(config_.timeout_ms));
+}
+
+Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call) {
   CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
   CHORUS_RETURN_IF_ERROR(CheckUsable());
   const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_);
@@ -183,8 +214,12 @@ Result<std::function<Status()>> CommunicatorImpl::Prepare(const CollectiveCall& 
   CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
                                                             << algos::AlgorithmName(choice.algorithm) << " ("
                                                             << choice.reason << ")");
-  return std::function<Status()>([this, ctx, call, algorithm = choice.algorithm]() {
-    Status st = Dispatch(ctx, call, algorithm, tuning_);
+  return HostRun([this, ctx, call, algorithm = choice.algorithm](const void* send, void* recv) mutable {
+    CollectiveCall on = call;  // the caller's buffers, or their host stand-ins
+    on.send = send;
+    on.recv = recv;
+    ctx.deadline = Deadline::AfterMs(config_.timeout_ms);  // from the start of the run, not of the queueing
+    Status st = Dispatch(ctx, on, algorithm, tuning_);
     if (!st.ok()) {
       // Peers may be mid-schedule: nothing after a failed collective can be trusted.
       st = st.WithContext("rank " + std::to_string(rank_) + " " + algos::DescribeFingerprint(ctx.fingerprint) +
@@ -199,17 +234,58 @@ Result<std::function<Status()>> CommunicatorImpl::Prepare(const CollectiveCall& 
 }
 
 Status CommunicatorImpl::Run(const CollectiveCall& call) {
-  Result<std::function<Status()>> run = Prepare(call);
+  const DeviceIo io = CallIo(call, rank_, size_);
+  Result<IoPlace> place = ClassifyIo(io, CallName(call, rank_));
+  if (!place.ok()) return place.status();
+  Result<HostRun> run = Prepare(call);
   if (!run.ok()) return run.status();
-  return run.value()();
+  if (place.value() == IoPlace::kHost) return run.value()(call.send, call.recv);
+  return device_->RunNow(io, run.value(), Deadline::AfterMs(config_.timeout_ms));
 }
 
 Work CommunicatorImpl::Post(const CollectiveCall& call) {
-  Result<std::function<Status()>> run = Prepare(call);
+  const DeviceIo io = CallIo(call, rank_, size_);
+  Result<IoPlace> place = ClassifyIo(io, CallName(call, rank_));
+  if (!place.ok()) return Work::Failed(place.status());
+  Result<HostRun> run = Prepare(call);
   if (!run.ok()) return Work::Failed(run.status());
   auto state = std::make_shared<TaskState>(std::chrono::milliseconds(config_.timeout_ms));
-  executor_->Post(std::move(run.value()), state);
+  if (place.value() == IoPlace::kHost) {
+    executor_->Post([run = std::move(run.value()), call] { return run(call.send, call.recv); }, state);
+  } else {
+    executor_->Post(
+        [this, run = std::move(run.value()), io] {
+          return device_->RunNow(io, run, Deadline::AfterMs(config_.timeout_ms));
+        },
+        state);
+  }
   return Work(state);
+}
+
+Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
+  const std::string what = CallName(call, rank_);
+  const DeviceIo io = CallIo(call, rank_, size_);
+  Status st = CheckStreamIo(io, what);
+  if (st.ok()) st = device_->Ready().WithContext(what);
+  if (!st.ok()) return Work::Failed(st);
+  Result<HostRun> run = Prepare(call);
+  if (!run.ok()) return Work::Failed(run.status());
+  return device_->Enqueue(stream, io, std::move(run.value()), *executor_, config_.timeout_ms, what,
+                          [this](const Status& why) { transport_->Abort(why); });
+}
+
+Work CommunicatorImpl::EnqueueP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, void* stream) {
+  Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
+  if (!what.ok()) return Work::Failed(what.status());
+  const DeviceIo io = is_send ? DeviceIo{buf, bytes, nullptr, 0} : DeviceIo{nullptr, 0, buf, bytes};
+  Status st = CheckStreamIo(io, what.value());
+  if (st.ok()) st = device_->Ready().WithContext(what.value());
+  if (!st.ok()) return Work::Failed(st);
+  HostRun run = [this, is_send, bytes, peer, tag, what = what.value()](const void* send, void* recv) {
+    return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what).Wait();
+  };
+  return device_->Enqueue(stream, io, std::move(run), *executor_, config_.timeout_ms, what.value(),
+                          [this](const Status& why) { transport_->Abort(why); });
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {

@@ -11,6 +11,7 @@
 #include "algos/selector.h"
 #include "chorus/collective_call.h"
 #include "chorus/communicator.h"
+#include "chorus/device_calls.h"
 #include "chorus/executor.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/init_method.h"
@@ -30,12 +31,19 @@ class CommunicatorImpl {
   int local_size() const { return local_size_; }
   std::string Describe() const;
 
+  // ISend/IRecv: host buffers only (a device buffer is an error naming the forms
+  // that take one).
   Work PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag);
-  // Blocking collective, on the calling thread.
+  // Send/Recv: host buffers, or a device buffer staged through host memory.
+  Status RunP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag);
+  // Blocking collective, on the calling thread (device buffers are staged).
   Status Run(const CollectiveCall& call);
   // Asynchronous collective, on the executor; its sequence number is taken now, so
   // calls keep the order in which this rank made them.
   Work Post(const CollectiveCall& call);
+  // The CUDA-stream forms (device_calls.h): enqueued on `stream`, run by the executor.
+  Work Enqueue(const CollectiveCall& call, void* stream);
+  Work EnqueueP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, void* stream);
   Result<std::unique_ptr<CommunicatorImpl>> Split(int color, int key);
   Status Shutdown();
   void Abort(const Status& reason);
@@ -49,8 +57,12 @@ class CommunicatorImpl {
   // all-gather of peer info, full-mesh connect.
   Status Connect(const std::string& prefix);
   Status CheckUsable() const;
-  // Validates the call, picks the algorithm, builds the context; then `Execute`.
-  Result<std::function<Status()>> Prepare(const CollectiveCall& call);
+  // Validates the call, picks the algorithm, takes the sequence number; the result
+  // runs the call on the buffers it is given (the caller's, or host stand-ins).
+  Result<HostRun> Prepare(const CollectiveCall& call);
+  // Validates a send/recv; the result describes it for errors.
+  Result<std::string> CheckP2P(bool is_send, const void* buf, size_t bytes, int peer, uint32_t tag);
+  Work PostP2PHost(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, std::string what);
 
   Config config_;
   rendezvous::InitSpec spec_;
@@ -68,6 +80,7 @@ class CommunicatorImpl {
   int local_size_ = 1;
   std::atomic<uint64_t> coll_seq_{0};
   std::atomic<uint64_t> split_seq_{0};
+  std::unique_ptr<DeviceCalls> device_;  // declared before executor_: its tasks use it
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;

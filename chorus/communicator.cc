@@ -43,11 +43,19 @@ int Communicator::local_size() const { return impl_->local_size(); }
 std::string Communicator::Describe() const { return impl_->Describe(); }
 
 Status Communicator::Send(const void* buf, size_t bytes, int peer, uint32_t tag) {
-  return ISend(buf, bytes, peer, tag).Wait();
+  return impl_->RunP2P(/*is_send=*/true, const_cast<void*>(buf), bytes, peer, tag);
 }
 
 Status Communicator::Recv(void* buf, size_t bytes, int peer, uint32_t tag) {
-  return IRecv(buf, bytes, peer, tag).Wait();
+  return impl_->RunP2P(/*is_send=*/false, buf, bytes, peer, tag);
+}
+
+Work Communicator::Send(const void* buf, size_t bytes, int peer, CudaStream stream, uint32_t tag) {
+  return impl_->EnqueueP2P(/*is_send=*/true, const_cast<void*>(buf), bytes, peer, tag, stream.handle);
+}
+
+Work Communicator::Recv(void* buf, size_t bytes, int peer, CudaStream stream, uint32_t tag) {
+  return impl_->EnqueueP2P(/*is_send=*/false, buf, bytes, peer, tag, stream.handle);
 }
 
 Work Communicator::ISend(const void* buf, size_t bytes, int peer, uint32_t tag) {
@@ -103,6 +111,37 @@ Status Communicator::AllToAll(const void* send, void* recv, size_t count, DataTy
   return impl_->Run(Call(Collective::kAllToAll, send, recv, count, dtype));
 }
 Status Communicator::Barrier() { return impl_->Run(Call(Collective::kBarrier, nullptr, nullptr, 0, DataType::kUint8)); }
+
+Work Communicator::AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                             CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kAllReduce, send, recv, count, dtype, op), stream.handle);
+}
+Work Communicator::Broadcast(void* buf, size_t count, DataType dtype, int root, CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kBroadcast, buf, buf, count, dtype, ReduceOp::kSum, root), stream.handle);
+}
+Work Communicator::Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root,
+                          CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kReduce, send, recv, count, dtype, op, root), stream.handle);
+}
+Work Communicator::AllGather(const void* send, void* recv, size_t count, DataType dtype, CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kAllGather, send, recv, count, dtype), stream.handle);
+}
+Work Communicator::ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                                 CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kReduceScatter, send, recv, count, dtype, op), stream.handle);
+}
+Work Communicator::Gather(const void* send, void* recv, size_t count, DataType dtype, int root, CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kGather, send, recv, count, dtype, ReduceOp::kSum, root), stream.handle);
+}
+Work Communicator::Scatter(const void* send, void* recv, size_t count, DataType dtype, int root, CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kScatter, send, recv, count, dtype, ReduceOp::kSum, root), stream.handle);
+}
+Work Communicator::AllToAll(const void* send, void* recv, size_t count, DataType dtype, CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kAllToAll, send, recv, count, dtype), stream.handle);
+}
+Work Communicator::Barrier(CudaStream stream) {
+  return impl_->Enqueue(Call(Collective::kBarrier, nullptr, nullptr, 0, DataType::kUint8), stream.handle);
+}
 
 Work Communicator::IAllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
   return impl_->Post(Call(Collective::kAllReduce, send, recv, count, dtype, op));

@@ -35,6 +35,12 @@ struct Options {
   std::optional<Config> config;
 };
 
+// A CUDA stream (a cudaStream_t) for the device-buffer forms; {} is the legacy default
+// stream. chorus's headers need no CUDA header.
+struct CudaStream {
+  void* handle = nullptr;
+};
+
 namespace internal {
 class CommunicatorImpl;
 }
@@ -53,7 +59,8 @@ class Communicator {
   // e.g. "rank 0 of 2 on host-a, tcp/io_uring 2 sockets per peer, init env:// (torchrun/env)".
   std::string Describe() const;
 
-  // Point-to-point on host buffers. The n-th Recv from a peer with a tag receives
+  // Point-to-point. Send/Recv take host or device buffers (a device buffer is staged
+  // through host memory; it must be ready when called); ISend/IRecv host buffers. The n-th Recv from a peer with a tag receives
   // the n-th Send that peer made to this rank with that tag; sizes must agree.
   Status Send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
   Status Recv(void* buf, size_t bytes, int peer, uint32_t tag = 0);
@@ -92,6 +99,27 @@ class Communicator {
   Work IScatter(const void* send, void* recv, size_t count, DataType dtype, int root);
   Work IAllToAll(const void* send, void* recv, size_t count, DataType dtype);
   Work IBarrier();
+
+  // The same on CUDA device buffers with NCCL's semantics: the call checks its
+  // arguments, enqueues the operation on `stream` and returns; work enqueued on the
+  // stream afterwards sees the result. The Work ends with the operation (Wait() blocks
+  // the host; errors are reported there). Operations run in the order they were
+  // called, one at a time per communicator, through host memory (device -> host ->
+  // network -> host -> device). Without a usable GPU they fail with "no CUDA device".
+  // Host buffers here are an error; so are a device buffer and a host buffer mixed in
+  // one call of any form.
+  Work AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, CudaStream stream);
+  Work Broadcast(void* buf, size_t count, DataType dtype, int root, CudaStream stream);
+  Work Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, CudaStream stream);
+  Work AllGather(const void* send, void* recv, size_t count, DataType dtype, CudaStream stream);
+  Work ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, CudaStream stream);
+  Work Gather(const void* send, void* recv, size_t count, DataType dtype, int root, CudaStream stream);
+  Work Scatter(const void* send, void* recv, size_t count, DataType dtype, int root, CudaStream stream);
+  Work AllToAll(const void* send, void* recv, size_t count, DataType dtype, CudaStream stream);
+  Work Barrier(CudaStream stream);
+  // A send waits for its data on the stream; a recv's data is there for later work.
+  Work Send(const void* buf, size_t bytes, int peer, CudaStream stream, uint32_t tag = 0);
+  Work Recv(void* buf, size_t bytes, int peer, CudaStream stream, uint32_t tag = 0);
 
   // torch's new_group: ranks calling with the same color form a new communicator,
   // ordered by (key, rank). A negative color means "not in any group": the result

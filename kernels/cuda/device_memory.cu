@@ -4,19 +4,10 @@
 
 #include <string>
 
+#include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/reduce_cuda.h"
 
 namespace chorus::kernels::cuda {
-namespace {
-
-Status CudaError(const std::string& what, cudaError_t e) {
-  if (e == cudaSuccess) return Status::Ok();
-  cudaGetLastError();
-  return Status(e == cudaErrorMemoryAllocation ? StatusCode::kUnavailable : StatusCode::kInternal,
-                what + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-
-}  // namespace
 
 Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
@@ -38,6 +29,19 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
   }
   return *this;
+}
+
+Result<Stream> Stream::Create() {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  Stream st;
+  cudaStream_t s = nullptr;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)));
+  st.s_ = s;
+  return std::move(st);
+}
+
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(static_cast<cudaStream_t>(s_));
 }
 
 Status CopyToDevice(void* dst, const void* src, size_t bytes) {

@@ -28,6 +28,25 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// A CUDA stream (non-blocking: it does not wait for the legacy default stream).
+class Stream {
+ public:
+  Stream() = default;
+  static Result<Stream> Create();
+  ~Stream();
+  Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  Stream& operator=(Stream&& o) noexcept {
+    std::swap(s_, o.s_);
+    return *this;
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void* get() const { return s_; }
+
+ private:
+  void* s_ = nullptr;
+};
+
 // Synchronous copies (host <-> device, device <-> device) and memset.
 Status CopyToDevice(void* dst, const void* src, size_t bytes);
 Status CopyToHost(void* dst, const void* src, size_t bytes);

@@ -1,5 +1,7 @@
 #include "tests/chorus/api_case.h"
 
+#include "kernels/cuda/device_memory.h"
+
 namespace chorus::testing {
 namespace {
 
@@ -138,6 +140,71 @@ Work ApiCall::Post(Communicator& comm) {
     case Collective::kBarrier: return comm.IBarrier();
   }
   return Work::Failed(InternalError("unknown collective"));
+}
+
+Status ApiCall::RunOnDevice(Communicator& comm, void* stream, DeviceHook before, DeviceHook after) {
+  namespace cu = kernels::cuda;
+  Result<cu::DeviceBuffer> din = cu::DeviceBuffer::Allocate(in_.bytes() + 1);
+  if (!din.ok()) return Fail(din.status());
+  Result<cu::DeviceBuffer> dout = cu::DeviceBuffer::Allocate(out_.bytes() + 1);
+  if (!dout.ok()) return Fail(dout.status());
+  char* const hin = static_cast<char*>(in_.data());
+  char* const hout = static_cast<char*>(out_.data());
+  char* const d_in = static_cast<char*>(din.value().get());
+  char* const d_out = static_cast<char*>(dout.value().get());
+  // The device pointer standing where the host pointer p stands.
+  auto mirror = [&](const void* p) -> char* {
+    const char* c = static_cast<const char*>(p);
+    if (c == nullptr) return nullptr;
+    if (c >= hin && c <= hin + in_.bytes()) return d_in + (c - hin);
+    return d_out + (c - hout);
+  };
+  char* dsend = mirror(send_);
+  char* drecv = mirror(recv_);
+  Status st = cu::CopyToDevice(d_in, hin, in_.bytes());
+  if (st.ok()) st = cu::CopyToDevice(d_out, hout, out_.bytes());
+  if (st.ok() && before) st = before(c_, dsend, drecv, stream);
+  if (st.ok()) {
+    if (stream == nullptr) {
+      st = cu::Synchronize(nullptr);
+      if (st.ok()) {
+        switch (c_.kind) {  // the host forms, given device pointers
+          case Collective::kAllReduce: st = comm.AllReduce(dsend, drecv, c_.count, c_.dtype, c_.op); break;
+          case Collective::kBroadcast: st = comm.Broadcast(drecv, c_.count, c_.dtype, c_.root); break;
+          case Collective::kReduce: st = comm.Reduce(dsend, drecv, c_.count, c_.dtype, c_.op, c_.root); break;
+          case Collective::kAllGather: st = comm.AllGather(dsend, drecv, c_.count, c_.dtype); break;
+          case Collective::kReduceScatter: st = comm.ReduceScatter(dsend, drecv, c_.count, c_.dtype, c_.op); break;
+          case Collective::kGather: st = comm.Gather(dsend, drecv, c_.count, c_.dtype, c_.root); break;
+          case Collective::kScatter: st = comm.Scatter(dsend, drecv, c_.count, c_.dtype, c_.root); break;
+          case Collective::kAllToAll: st = comm.AllToAll(dsend, drecv, c_.count, c_.dtype); break;
+          case Collective::kBarrier: st = comm.Barrier(); break;
+        }
+      }
+    } else {
+      // The Work is waited for only after `after` was enqueued: it must run behind the call.
+      const CudaStream cs{stream};
+      Work w;
+      switch (c_.kind) {
+        case Collective::kAllReduce: w = comm.AllReduce(dsend, drecv, c_.count, c_.dtype, c_.op, cs); break;
+        case Collective::kBroadcast: w = comm.Broadcast(drecv, c_.count, c_.dtype, c_.root, cs); break;
+        case Collective::kReduce: w = comm.Reduce(dsend, drecv, c_.count, c_.dtype, c_.op, c_.root, cs); break;
+        case Collective::kAllGather: w = comm.AllGather(dsend, drecv, c_.count, c_.dtype, cs); break;
+        case Collective::kReduceScatter: w = comm.ReduceScatter(dsend, drecv, c_.count, c_.dtype, c_.op, cs); break;
+        case Collective::kGather: w = comm.Gather(dsend, drecv, c_.count, c_.dtype, c_.root, cs); break;
+        case Collective::kScatter: w = comm.Scatter(dsend, drecv, c_.count, c_.dtype, c_.root, cs); break;
+        case Collective::kAllToAll: w = comm.AllToAll(dsend, drecv, c_.count, c_.dtype, cs); break;
+        case Collective::kBarrier: w = comm.Barrier(cs); break;
+      }
+      if (after) st = after(c_, dsend, drecv, stream);
+      Status ws = w.Wait();
+      if (st.ok()) st = ws;
+      Status ss = cu::Synchronize(stream);
+      if (st.ok()) st = ss;
+    }
+  }
+  if (st.ok()) st = cu::CopyToHost(hin, d_in, in_.bytes());
+  if (st.ok()) st = cu::CopyToHost(hout, d_out, out_.bytes());
+  return Fail(st);
 }
 
 Status ApiCall::Fail(const Status& st) const {

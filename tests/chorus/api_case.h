@@ -49,6 +49,14 @@ class ApiCall {
 
   Status Run(Communicator& comm);  // the blocking form
   Work Post(Communicator& comm);   // the I-form: this object must outlive the Work
+  // On device buffers laid out like the host ones (inputs and poisoned outputs copied
+  // over, results copied back for Check()): the CUDA-stream form on `stream` (waited
+  // for), or with stream == nullptr the host form given device pointers.
+  // `before` runs on the stream after the inputs were copied and before the call
+  // (a kernel the call must wait for); `after` right after the call returns (work
+  // that must see the result). Both get the device send and recv pointers.
+  using DeviceHook = Status (*)(const ApiCase& c, void* dsend, void* drecv, void* stream);
+  Status RunOnDevice(Communicator& comm, void* stream, DeviceHook before = nullptr, DeviceHook after = nullptr);
   // The outputs against the reference, and the send buffer left as it was; the
   // error names the case and the rank.
   Status Check() const;

@@ -4,6 +4,7 @@
 # over them, the kernel benchmark (vs device-to-device copy, #wrong checked). Writes
 # everything under $OUT (or ./gpu_check_out) and prints a summary; exit != 0 on failure.
 # Not yet part of it: chorus_perf --backend nccl and the CUDA IPC transport (issue 4).
+# Also runs device_api_test (collectives on device buffers, staged over TCP).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu_check_out}
@@ -19,6 +20,12 @@ fail=0
 echo "== tests"
 "$bin/cuda_reduce_test" --gtest_output="xml:$out/cuda_reduce_test.xml" >"$out/cuda_reduce_test.log" 2>&1 || fail=1
 grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/cuda_reduce_test.log"
+# Collectives and send/recv on device buffers, forked ranks over TCP on this GPU.
+# TEST_TMPDIR: where the ranks' file:// rendezvous lives (bazel sets it at home).
+mkdir -p "$out/tmp"
+TEST_TMPDIR="$out/tmp" "$bin/device_api_test" --gtest_output="xml:$out/device_api_test.xml" \
+  >"$out/device_api_test.log" 2>&1 || fail=1
+grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/device_api_test.log"
 
 echo "== compute-sanitizer memcheck"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -26,6 +33,10 @@ if [ -x "$cs" ]; then
   "$cs" --tool memcheck --leak-check full --error-exitcode 3 "$bin/cuda_reduce_test" \
     --gtest_filter='*HostMemory*:*NInputs*' >"$out/memcheck.log" 2>&1 || fail=1
   tail -n 3 "$out/memcheck.log"
+  # The staging path: gate kernel, event marks, copies, in every forked rank.
+  TEST_TMPDIR="$out/tmp" "$cs" --tool memcheck --target-processes all --error-exitcode 3 "$bin/device_api_test" \
+    --gtest_filter='*StreamOrder*:*SendRecv*' >"$out/memcheck_device_api.log" 2>&1 || fail=1
+  tail -n 3 "$out/memcheck_device_api.log"
 else
   echo "compute-sanitizer not found" | tee "$out/memcheck.log"
   fail=1

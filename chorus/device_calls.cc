@@ -1,0 +1,155 @@
+#include "chorus/device_calls.h"
+
+#include <cstdio>
+#include <tuple>
+#include <utility>
+
+#include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/stream_ops.h"
+
+namespace chorus::internal {
+
+namespace cuda = kernels::cuda;
+
+namespace {
+
+std::string Where(const char* name, const void* p, cuda::MemoryKind k) {
+  char addr[32];
+  std::snprintf(addr, sizeof(addr), "%p", p);
+  return std::string(name) + " buffer " + addr + " is " + cuda::MemoryKindName(k) + " memory";
+}
+
+// Grows `b` to at least `bytes` (contents not kept).
+Status Reserve(cuda::PinnedBuffer& b, size_t bytes) {
+  if (b.bytes() >= bytes) return Status::Ok();
+  b = cuda::PinnedBuffer();
+  Result<cuda::PinnedBuffer> n = cuda::PinnedBuffer::Allocate(bytes);
+  if (!n.ok()) return n.status();
+  b = std::move(n.value());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<IoPlace> ClassifyIo(const DeviceIo& io, const std::string& what) {
+  const cuda::MemoryKind s = io.send_bytes ? cuda::PointerKind(io.send) : cuda::MemoryKind::kHost;
+  const cuda::MemoryKind r = io.recv_bytes ? cuda::PointerKind(io.recv) : cuda::MemoryKind::kHost;
+  const bool s_dev = s == cuda::MemoryKind::kDevice, r_dev = r == cuda::MemoryKind::kDevice;
+  if (io.send_bytes && io.recv_bytes && s_dev != r_dev) {
+    return InvalidArgument(what + ": " + Where("send", io.send, s) + " but " + Where("recv", io.recv, r) +
+                           "; pass both on the device or both on the host");
+  }
+  return (s_dev || r_dev) ? IoPlace::kDevice : IoPlace::kHost;
+}
+
+Status CheckStreamIo(const DeviceIo& io, const std::string& what) {
+  CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus().WithContext(what + " on a CUDA stream"));
+  for (auto [name, p, bytes] : {std::tuple<const char*, const void*, size_t>{"send", io.send, io.send_bytes},
+                                {"recv", io.recv, io.recv_bytes}}) {
+    if (bytes == 0) continue;
+    const cuda::MemoryKind k = cuda::PointerKind(p);
+    if (k == cuda::MemoryKind::kHost) {
+      return InvalidArgument(what + ": " + Where(name, p, k) +
+                             ", but the CUDA-stream form takes device buffers (use the host form for host memory)");
+    }
+  }
+  return Status::Ok();
+}
+
+struct DeviceCalls::Staging {
+  cuda::CopyStream copies;
+  cuda::PinnedBuffer in, out;
+};
+
+struct DeviceCalls::Resources {
+  cuda::StreamGate gate;
+  Staging executor;  // used by the executor's thread only (one task at a time)
+  Staging caller;    // used under mu_ by RunNow
+};
+
+DeviceCalls::DeviceCalls() = default;
+DeviceCalls::~DeviceCalls() = default;
+
+Status DeviceCalls::Init() {
+  if (ready_) return Status::Ok();
+  if (!init_error_.ok()) return init_error_;
+  auto res = std::make_unique<Resources>();
+  Result<cuda::StreamGate> gate = cuda::StreamGate::Create();
+  Result<cuda::CopyStream> c1 = cuda::CopyStream::Create();
+  Result<cuda::CopyStream> c2 = cuda::CopyStream::Create();
+  for (const Status& st : {gate.status(), c1.status(), c2.status()}) {
+    if (!st.ok()) {
+      init_error_ = st.WithContext("setting up device-buffer staging");
+      return init_error_;
+    }
+  }
+  res->gate = std::move(gate.value());
+  res->executor.copies = std::move(c1.value());
+  res->caller.copies = std::move(c2.value());
+  res_ = std::move(res);
+  ready_ = true;
+  return Status::Ok();
+}
+
+Status DeviceCalls::Stage(Staging& s, const DeviceIo& io, const HostRun& run, Deadline deadline) {
+  // An input inside the output buffer (in place; all_gather's own block) is staged
+  // inside the output's stand-in at the same offset, so the algorithm sees the alias.
+  const auto* send = static_cast<const char*>(io.send);
+  auto* recv = static_cast<char*>(io.recv);
+  const bool aliased = io.send_bytes && io.recv_bytes && send >= recv && send + io.send_bytes <= recv + io.recv_bytes;
+  CHORUS_RETURN_IF_ERROR(Reserve(s.out, io.recv_bytes));
+  CHORUS_RETURN_IF_ERROR(Reserve(s.in, aliased ? 0 : io.send_bytes));
+  char* host_recv = io.recv_bytes ? s.out.get() : nullptr;
+  char* host_send = aliased ? host_recv + (send - recv) : (io.send_bytes ? s.in.get() : nullptr);
+  CHORUS_RETURN_IF_ERROR(s.copies.Copy(host_send, send, io.send_bytes, deadline));
+  CHORUS_RETURN_IF_ERROR(run(host_send, host_recv));
+  return s.copies.Copy(recv, host_recv, io.recv_bytes, deadline);
+}
+
+Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executor& executor, int64_t timeout_ms,
+                          std::string what, const std::function<void(const Status&)>& broken) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto fail = [&](const Status& st) {
+    Status why = st.WithContext(what);
+    broken(why);
+    return Work::Failed(why);
+  };
+  Status st = Init();
+  if (!st.ok()) return fail(st);
+  Result<cuda::StreamMark> mark = cuda::StreamMark::Record(stream);
+  if (!mark.ok()) return fail(mark.status());
+  const uint64_t seq = ++next_seq_;
+  // The gate kernel outlives a failed task by at most its own timeout (a little more
+  // than the task's), so a stream is never held for ever.
+  st = res_->gate.Hold(stream, seq, timeout_ms + 10000);
+  if (!st.ok()) {
+    res_->gate.Open(seq);
+    return fail(st);
+  }
+  auto state = std::make_shared<TaskState>(std::chrono::milliseconds(timeout_ms));
+  Resources* res = res_.get();
+  auto shared_mark = std::make_shared<cuda::StreamMark>(std::move(mark.value()));
+  executor.Post(
+      [res, io, run = std::move(run), shared_mark, seq, timeout_ms, what = std::move(what)]() {
+        const Deadline deadline = Deadline::AfterMs(timeout_ms);
+        Status st = shared_mark->Wait(deadline, "waiting for the work enqueued before it on the caller's stream");
+        if (st.ok()) st = Stage(res->executor, io, run, deadline);
+        res->gate.Open(seq);  // success or not: the stream goes on
+        return st.ok() ? st : st.WithContext(what);
+      },
+      state);
+  return Work(state);
+}
+
+Status DeviceCalls::Ready() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Init();
+}
+
+Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline) {
+  CHORUS_RETURN_IF_ERROR(Ready());
+  std::lock_guard<std::mutex> lock(caller_mu_);
+  return Stage(res_->caller, io, run, deadline);
+}
+
+}  // namespace chorus::internal

@@ -1,0 +1,87 @@
+// Collectives and send/recv on CUDA device buffers, run by the host algorithms through
+// staging copies (kernels/cuda/stream_ops.h).
+//
+// Stream form, NCCL's semantics: Enqueue() records a mark on the caller's stream,
+// holds the stream behind a gate, posts one task to the communicator's executor and
+// returns. The task, in the order the calls were made:
+//   wait for the mark                          // the caller's inputs are written
+//   copy the device inputs to pinned staging
+//   run the host operation on the staging      // the same algorithms as host buffers
+//   copy the results to the device outputs
+//   open the gate                              // work enqueued after the call runs
+// The gate opens on failure too (the outputs are then undefined, as with NCCL); the
+// Work carries the error, and a failed collective aborts the communicator as usual.
+//
+// Host form given device buffers (detected): the same staging on the calling thread;
+// as with host buffers the inputs must be ready when the call is made (synchronize
+// the stream that wrote them first), and the outputs are there when it returns.
+//
+// Not yet: copies overlapping the wire (a pipelined staging ring), and a CUDA IPC
+// path for ranks on one host. Every byte goes device -> host -> wire -> host -> device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "chorus/deadline.h"
+#include "chorus/executor.h"
+#include "chorus/status.h"
+#include "chorus/work.h"
+
+namespace chorus::internal {
+
+// One call's buffers on this rank and how many bytes of each the operation reads
+// (send) and writes (recv); 0 where this rank does not use the buffer.
+struct DeviceIo {
+  const void* send = nullptr;
+  size_t send_bytes = 0;
+  void* recv = nullptr;
+  size_t recv_bytes = 0;
+};
+
+// Runs the host operation on host stand-ins of (send, recv).
+using HostRun = std::function<Status(const void* send, void* recv)>;
+
+// Where the call's buffers live. Host: every used buffer is host memory (or managed,
+// which the CPU reaches directly); device: every used buffer is device memory.
+// Mixed is an error naming both buffers, as is a host buffer in the stream form.
+enum class IoPlace { kHost, kDevice };
+Result<IoPlace> ClassifyIo(const DeviceIo& io, const std::string& what);
+Status CheckStreamIo(const DeviceIo& io, const std::string& what);
+
+class DeviceCalls {
+ public:
+  DeviceCalls();
+  ~DeviceCalls();
+  DeviceCalls(const DeviceCalls&) = delete;
+  DeviceCalls& operator=(const DeviceCalls&) = delete;
+
+  // The stream form (see above); `what` names the call in errors. `run` has taken
+  // the call's sequence number: when the call cannot be enqueued after all, `broken`
+  // is called with the reason (the communicator aborts: its peers wait for the call).
+  Work Enqueue(void* stream, const DeviceIo& io, HostRun run, Executor& executor, int64_t timeout_ms,
+               std::string what, const std::function<void(const Status&)>& broken);
+  // Sets up the CUDA resources (once); the error says why they cannot be.
+  Status Ready();
+  // The host form with device buffers, on the calling thread.
+  Status RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline);
+
+ private:
+  struct Staging;  // a copy stream and two pinned buffers, grown on demand
+  Status Init();   // the gate and both staging sets, on first use
+  static Status Stage(Staging& s, const DeviceIo& io, const HostRun& run, Deadline deadline);
+
+  std::mutex mu_;         // Init, next_seq_, the gate
+  std::mutex caller_mu_;  // the caller-thread staging set
+  bool ready_ = false;
+  Status init_error_;
+  uint64_t next_seq_ = 0;
+  struct Resources;
+  std::unique_ptr<Resources> res_;
+};
+
+}  // namespace chorus::internal

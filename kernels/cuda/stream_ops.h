@@ -1,0 +1,120 @@
+// What the device-buffer path of the API needs from CUDA, without CUDA headers in the
+// caller: where a pointer lives, pinned host memory, marks on a user's stream, a gate
+// that holds a user's stream until the host opens it, and copies on a private stream
+// that the host waits for with a deadline. Streams are cudaStream_t passed as void*
+// (null: the legacy default stream).
+//
+// The stream semantics they build (chorus/device_calls.h), NCCL's: a call enqueues
+//   user stream:   ... | mark | gate(seq) | ...later work...
+// and returns; a host thread waits for the mark (the inputs are ready), stages the
+// inputs to host memory, runs the host algorithm, copies the results back, then opens
+// the gate: work the caller enqueues after the call sees the results.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+
+namespace chorus::kernels::cuda {
+
+enum class MemoryKind {
+  kHost,     // pageable or pinned host memory (what CUDA does not know, too)
+  kDevice,   // cudaMalloc'd
+  kManaged,  // cudaMallocManaged: reachable from host and device
+};
+const char* MemoryKindName(MemoryKind k);
+
+// Where `ptr` lives. Without a usable CUDA device (DeviceStatus() not OK) every pointer
+// is host memory, and this costs nothing after the first call.
+MemoryKind PointerKind(const void* ptr);
+
+// cudaMallocHost'd memory (page-locked: the copies run at full speed, asynchronously).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  static Result<PinnedBuffer> Allocate(size_t bytes);  // 0: no allocation
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  char* get() const { return static_cast<char*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// An event recorded on a stream: "everything enqueued on it so far".
+class StreamMark {
+ public:
+  StreamMark() = default;
+  static Result<StreamMark> Record(void* stream);
+  ~StreamMark();
+  StreamMark(StreamMark&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  StreamMark& operator=(StreamMark&& o) noexcept {
+    std::swap(event_, o.event_);
+    return *this;
+  }
+  StreamMark(const StreamMark&) = delete;
+  StreamMark& operator=(const StreamMark&) = delete;
+  // Until the stream reached the mark; a timeout error names `what` past the deadline.
+  Status Wait(Deadline deadline, const char* what) const;
+
+ private:
+  void* event_ = nullptr;
+};
+
+// Holds streams behind a counter in pinned, device-mapped host memory: Hold(stream, seq)
+// enqueues a one-thread kernel that returns once the counter reaches seq; Open(seq)
+// sets the counter. Seqs are opened in increasing order. The kernel gives up by itself
+// after its timeout, so a stream is never held forever, whatever happens to the host.
+class StreamGate {
+ public:
+  StreamGate() = default;
+  static Result<StreamGate> Create();
+  ~StreamGate();
+  StreamGate(StreamGate&& o) noexcept : counter_(std::exchange(o.counter_, nullptr)) {}
+  StreamGate& operator=(StreamGate&& o) noexcept {
+    std::swap(counter_, o.counter_);
+    return *this;
+  }
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+
+  Status Hold(void* stream, uint64_t seq, int64_t timeout_ms) const;
+  void Open(uint64_t seq) const;
+
+ private:
+  volatile unsigned long long* counter_ = nullptr;
+};
+
+// A private non-blocking stream for staging copies; each copy waits for its end.
+class CopyStream {
+ public:
+  CopyStream() = default;
+  static Result<CopyStream> Create();
+  ~CopyStream();
+  CopyStream(CopyStream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
+  CopyStream& operator=(CopyStream&& o) noexcept {
+    std::swap(stream_, o.stream_);
+    return *this;
+  }
+  CopyStream(const CopyStream&) = delete;
+  CopyStream& operator=(const CopyStream&) = delete;
+  // cudaMemcpyAsync (any direction) and wait for it, at most until the deadline.
+  Status Copy(void* dst, const void* src, size_t bytes, Deadline deadline) const;
+
+ private:
+  void* stream_ = nullptr;
+};
+
+}  // namespace chorus::kernels::cuda

@@ -1,0 +1,236 @@
+// Collectives and send/recv on CUDA device buffers through the public API, in forked
+// ranks over TCP on one GPU: the CUDA-stream forms (stream order both ways), the host
+// forms given device pointers, and the misuse errors. Without a GPU these skip with
+// the runtime's reason, except the one that checks what a machine without a GPU says.
+//
+// CUDA does not survive fork(): the parent never touches it; whether a GPU is usable
+// is asked in a forked probe.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "chorus/communicator.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/reduce_cuda.h"
+#include "tests/chorus/api_case.h"
+#include "tests/util/multiproc.h"
+
+namespace chorus {
+namespace {
+
+namespace cu = kernels::cuda;
+using algos::Collective;
+using testing::ApiCall;
+using testing::ApiCase;
+using testing::ExpectAllOk;
+using testing::RunRanks;
+
+// {usable, "why not"}, asked once in a child process.
+std::pair<bool, std::string> GpuProbe() {
+  static const std::pair<bool, std::string> probe = [] {
+    int fds[2];
+    if (pipe(fds) != 0) return std::make_pair(false, std::string("pipe failed"));
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      Status st = cu::DeviceStatus();
+      std::string msg = st.ok() ? std::to_string(cu::DeviceCount()) + " device(s)" : st.message();
+      (void)!write(fds[1], msg.data(), msg.size());
+      _exit(st.ok() ? 0 : 1);
+    }
+    close(fds[1]);
+    std::string msg;
+    char buf[256];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) msg.append(buf, static_cast<size_t>(n));
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return std::make_pair(WIFEXITED(status) && WEXITSTATUS(status) == 0, msg);
+  }();
+  return probe;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (auto _p = GpuProbe(); !_p.first) GTEST_SKIP() << _p.second
+
+Options TestOptions() { return testing::FileInitOptions(60000, 30000); }
+
+// Every collective, dtype and op in turn, staged through the device in each rank.
+int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64_t salt) {
+  auto comm = Communicator::Create(o);
+  RANK_OK(comm.status());
+  Result<cu::Stream> stream = cu::Stream::Create();
+  RANK_OK(stream.status());
+  for (const ApiCase& c : testing::RotatingCases(n, salt, 60, (1 << 20) + 3)) {
+    ApiCall call(c, rank, n);
+    RANK_OK(call.RunOnDevice(**comm, stream_form ? stream.value().get() : nullptr));
+    RANK_OK(call.Check());
+  }
+  RANK_OK((*comm)->Shutdown());
+  return 0;
+}
+
+TEST(DeviceApiTest, StreamFormTwoRanks) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, true, 11); }, {120, {}}));
+}
+
+TEST(DeviceApiTest, StreamFormThreeRanks) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 12); }, {120, {}}));
+}
+
+TEST(DeviceApiTest, HostFormWithDevicePointersTwoAndThreeRanks) {
+  SKIP_WITHOUT_GPU();
+  const Options o2 = TestOptions(), o3 = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, false, 13); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, false, 14); }, {120, {}}));
+}
+
+// A kernel enqueued before the call must finish before the call reads its input; work
+// enqueued right after the call returns must see the result. Before: the input is
+// doubled in place by a reduction kernel (x + x). After: the result is copied to a
+// third buffer on the same stream, and that copy is what is checked.
+TEST(DeviceApiTest, StreamOrderBeforeAndAfter) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    Result<cu::Stream> s = cu::Stream::Create();
+    RANK_OK(s.status());
+    void* stream = s.value().get();
+    const size_t n = (4u << 20) + 5;  // floats: big enough that the kernel and copies take a while
+    std::vector<float> host(n);
+    for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i % 1000) + rank);
+    auto in = cu::DeviceBuffer::Allocate(n * 4), out = cu::DeviceBuffer::Allocate(n * 4),
+         after = cu::DeviceBuffer::Allocate(n * 4);
+    RANK_OK(in.status());
+    RANK_OK(out.status());
+    RANK_OK(after.status());
+    RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), n * 4));
+    RANK_OK(cu::Memset(out.value().get(), 0xff, n * 4));
+    RANK_OK(cu::Memset(after.value().get(), 0xff, n * 4));
+    RANK_OK(cu::Synchronize(nullptr));  // the memsets ran on the legacy stream, which `stream` does not wait for
+    RANK_OK(cu::Reduce(DataType::kFloat32, ReduceOp::kSum, in.value().get(), in.value().get(), in.value().get(), n,
+                       stream));
+    Work w = (*comm)->AllReduce(in.value().get(), out.value().get(), n, DataType::kFloat32, ReduceOp::kSum,
+                                CudaStream{stream});
+    RANK_OK(cu::CopyDeviceToDevice(after.value().get(), out.value().get(), n * 4, stream));
+    RANK_OK(w.Wait());
+    RANK_OK(cu::Synchronize(stream));
+    std::vector<float> got(n);
+    RANK_OK(cu::CopyToHost(got.data(), after.value().get(), n * 4));
+    for (size_t i = 0; i < n; ++i) {
+      const float want = 2.0f * static_cast<float>(i % 1000) * 2 + 2.0f * (0 + 1);  // 2x(v+0) + 2x(v+1)
+      RANK_CHECK(got[i] == want, "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " +
+                                     std::to_string(want));
+    }
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }));
+}
+
+// Send/Recv of device buffers: the blocking host forms and the stream forms.
+TEST(DeviceApiTest, SendRecvDeviceBuffers) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    Communicator& c = **comm;
+    Result<cu::Stream> s = cu::Stream::Create();
+    RANK_OK(s.status());
+    const int peer = 1 - rank;
+    for (size_t bytes : {size_t{1}, size_t{4099}, size_t{(3u << 20) + 1}}) {
+      for (bool stream_form : {false, true}) {
+        std::vector<uint8_t> mine(bytes), got(bytes, 0);
+        for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<uint8_t>(i * 7 + rank * 3 + bytes);
+        auto dsend = cu::DeviceBuffer::Allocate(bytes), drecv = cu::DeviceBuffer::Allocate(bytes);
+        RANK_OK(dsend.status());
+        RANK_OK(drecv.status());
+        RANK_OK(cu::CopyToDevice(dsend.value().get(), mine.data(), bytes));
+        // Rank 0 sends first, rank 1 receives first: blocking sends may wait for their receive.
+        for (int turn = 0; turn < 2; ++turn) {
+          const bool send_now = (turn == 0) == (rank == 0);
+          if (stream_form) {
+            CudaStream cs{s.value().get()};
+            RANK_OK(send_now ? c.Send(dsend.value().get(), bytes, peer, cs, 5).Wait()
+                             : c.Recv(drecv.value().get(), bytes, peer, cs, 5).Wait());
+          } else {
+            RANK_OK(send_now ? c.Send(dsend.value().get(), bytes, peer, 5) : c.Recv(drecv.value().get(), bytes, peer, 5));
+          }
+        }
+        RANK_OK(cu::Synchronize(s.value().get()));
+        RANK_OK(cu::CopyToHost(got.data(), drecv.value().get(), bytes));
+        for (size_t i = 0; i < bytes; ++i) {
+          RANK_CHECK(got[i] == static_cast<uint8_t>(i * 7 + peer * 3 + bytes),
+                     "byte " + std::to_string(i) + " of " + std::to_string(bytes));
+        }
+      }
+    }
+    RANK_OK(c.Shutdown());
+    return 0;
+  }));
+}
+
+// Misuse is an error that says what was wrong, and the communicator stays usable.
+TEST(DeviceApiTest, MixedHostAndDeviceBuffersAreErrors) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    Communicator& c = **comm;
+    std::vector<float> host(64, 1.0f);
+    auto dev = cu::DeviceBuffer::Allocate(64 * 4);
+    RANK_OK(dev.status());
+    Status st = c.AllReduce(host.data(), dev.value().get(), 64, DataType::kFloat32, ReduceOp::kSum);
+    RANK_CHECK(st.code() == StatusCode::kInvalidArgument, st.ToString());
+    RANK_CHECK(st.message().find("host memory") != std::string::npos &&
+                   st.message().find("device memory") != std::string::npos,
+               st.ToString());
+    st = c.AllReduce(host.data(), host.data(), 64, DataType::kFloat32, ReduceOp::kSum, CudaStream{}).Wait();
+    RANK_CHECK(st.code() == StatusCode::kInvalidArgument && st.message().find("CUDA-stream form") != std::string::npos,
+               st.ToString());
+    st = c.ISend(dev.value().get(), 256, 1 - rank).Wait();
+    RANK_CHECK(st.code() == StatusCode::kInvalidArgument && st.message().find("device memory") != std::string::npos,
+               st.ToString());
+    // Still usable: nothing above took a sequence number or touched the peer.
+    RANK_OK(c.AllReduce(host.data(), host.data(), 64, DataType::kFloat32, ReduceOp::kSum));
+    RANK_CHECK(host[0] == 2.0f, "host all_reduce after the errors");
+    RANK_OK(c.Shutdown());
+    return 0;
+  }));
+}
+
+// Where no GPU is usable the stream forms fail at once, naming the reason, and the
+// communicator goes on working with host buffers.
+TEST(DeviceApiTest, WithoutGpuStreamFormsSayNoCudaDevice) {
+  if (GpuProbe().first) GTEST_SKIP() << "a GPU is present (" << GpuProbe().second << ")";
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    Communicator& c = **comm;
+    std::vector<float> buf(16, 1.0f);
+    Status st = c.AllReduce(buf.data(), buf.data(), 16, DataType::kFloat32, ReduceOp::kSum, CudaStream{}).Wait();
+    RANK_CHECK(st.code() == StatusCode::kUnavailable && st.message().find("no CUDA device") != std::string::npos,
+               st.ToString());
+    st = c.Send(buf.data(), 64, 1 - rank, CudaStream{}).Wait();
+    RANK_CHECK(st.code() == StatusCode::kUnavailable, st.ToString());
+    RANK_OK(c.AllReduce(buf.data(), buf.data(), 16, DataType::kFloat32, ReduceOp::kSum));
+    RANK_CHECK(buf[0] == 2.0f, "host all_reduce after the refused stream calls");
+    RANK_OK(c.Shutdown());
+    return 0;
+  }));
+}
+
+}  // namespace
+}  // namespace chorus
