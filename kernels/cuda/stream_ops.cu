@@ -129,22 +129,16 @@ void StreamGate::Open(uint64_t seq) const {
 }
 
 Result<CopyStream> CopyStream::Create() {
-  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  Result<Stream> s = Stream::Create();
+  if (!s.ok()) return s.status();
   CopyStream c;
-  cudaStream_t s = nullptr;
-  CHORUS_RETURN_IF_ERROR(
-      CudaError("cudaStreamCreateWithFlags(non-blocking)", cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)));
-  c.stream_ = s;
+  c.stream_ = std::move(s.value());
   return std::move(c);
-}
-
-CopyStream::~CopyStream() {
-  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
 Status CopyStream::Copy(void* dst, const void* src, size_t bytes, Deadline deadline) const {
   if (bytes == 0) return Status::Ok();
-  auto s = static_cast<cudaStream_t>(stream_);
+  auto s = static_cast<cudaStream_t>(stream_.get());
   const std::string what = "staging copy of " + std::to_string(bytes) + " bytes";
   CHORUS_RETURN_IF_ERROR(CudaError("cudaMemcpyAsync (" + what + ")", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)));
   return PollUntil([s] { return cudaStreamQuery(s); }, deadline, what);

@@ -17,6 +17,7 @@
 
 #include "chorus/deadline.h"
 #include "chorus/status.h"
+#include "kernels/cuda/device_memory.h"
 
 namespace chorus::kernels::cuda {
 
@@ -100,21 +101,12 @@ class StreamGate {
 // A private non-blocking stream for staging copies; each copy waits for its end.
 class CopyStream {
  public:
-  CopyStream() = default;
   static Result<CopyStream> Create();
-  ~CopyStream();
-  CopyStream(CopyStream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
-  CopyStream& operator=(CopyStream&& o) noexcept {
-    std::swap(stream_, o.stream_);
-    return *this;
-  }
-  CopyStream(const CopyStream&) = delete;
-  CopyStream& operator=(const CopyStream&) = delete;
   // cudaMemcpyAsync (any direction) and wait for it, at most until the deadline.
   Status Copy(void* dst, const void* src, size_t bytes, Deadline deadline) const;
 
  private:
-  void* stream_ = nullptr;
+  Stream stream_;
 };
 
 }  // namespace chorus::kernels::cuda
