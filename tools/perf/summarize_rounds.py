@@ -33,6 +33,13 @@ def cell(values, fmt="{:.2f}"):
     return f"{med} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
+def short(backend):
+    """compare.sh's column names: gloo:halving_doubling -> gloo:hd, ..."""
+    for long, abbr in (("halving_doubling", "hd"), ("ring_chunked", "ring_chk"), ("ring_legacy", "ring_leg")):
+        backend = backend.replace(long, abbr)
+    return backend
+
+
 def ratio(a, b):
     try:
         a, b = float(a), float(b)
@@ -86,7 +93,7 @@ def main():
         backends = [c for c in per[0]["rows"][next(iter(per[0]["rows"]))].keys()
                     if c not in ("size", "best_gloo", "best_gloo_algo", "chorus_over_best_gloo", "chorus_over_mpi")]
         print(f"\n## {link}: busbw GB/s (median over rounds) and ratios")
-        head = f"{'size':>6} " + " ".join(f"{b[:9]:>9}" for b in backends)
+        head = f"{'size':>6} " + " ".join(f"{short(b):>13}" for b in backends)
         head += f" {'chorus/best_gloo':>22} {'chorus/mpi':>22} {'chorus/iperf3_dir':>22}"
         print(head)
         sizes = sorted({s for p in per for s in p["rows"]})
@@ -95,7 +102,7 @@ def main():
             line = f"{human(s):>6} "
             for b in backends:
                 v = [float(r[b]) for r in rows if r.get(b)]
-                line += f" {statistics.median(v):9.3f}" if v else f" {'-':>9}"
+                line += f" {statistics.median(v):13.3f}" if v else f" {'-':>13}"
             g = [float(r["chorus_over_best_gloo"]) for r in rows if r["chorus_over_best_gloo"] not in ("", "-")]
             m = [float(r["chorus_over_mpi"]) for r in rows if r["chorus_over_mpi"] not in ("", "-")]
             ip = [x for x in (ratio(p["rows"][s].get("chorus"), p["iperf"]) for p in per if s in p["rows"]) if x]
@@ -105,7 +112,7 @@ def main():
         lat_line = f"{'lat8B':>6} "
         for b in backends:
             v = [float(r[b]) for r in lats if r.get(b)]
-            lat_line += f" {statistics.median(v):9.1f}" if v else f" {'-':>9}"
+            lat_line += f" {statistics.median(v):13.1f}" if v else f" {'-':>13}"
         gl = [x for x in (ratio(min((float(r[b]) for b in backends if b.startswith("gloo") and r.get(b)), default=None),
                                 r.get("chorus")) for r in lats) if x]
         ml = [x for x in (ratio(r.get("mpi"), r.get("chorus")) for r in lats) if x]
