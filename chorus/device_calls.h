@@ -16,6 +16,11 @@
 // as with host buffers the inputs must be ready when the call is made (synchronize
 // the stream that wrote them first), and the outputs are there when it returns.
 //
+// Stream-form send/recv run on the executor in call order too. A transport that makes
+// a large send wait for its receive (RDMA's RTS/CTS) therefore needs the two ranks to
+// order them compatibly (one sends first, the other receives first), as blocking
+// sends do; TCP buffers unexpected messages and does not care.
+//
 // Not yet: copies overlapping the wire (a pipelined staging ring), and a CUDA IPC
 // path for ranks on one host. Every byte goes device -> host -> wire -> host -> device.
 #pragma once
