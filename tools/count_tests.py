@@ -7,17 +7,28 @@ counts each test case, skips apart. A target that failed without a parseable log
 """
 import argparse
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 
 
 def xml_logs(root):
-    """The JUnit logs of one target: test.xml, or one per shard / run / attempt."""
-    logs = []
+    """The JUnit logs of one target: test.xml, or one per shard / run / attempt.
+
+    An output base that ran the target before with another shard_count (or
+    runs_per_test) still holds the old shard_K_of_M folders beside the new ones: only
+    the layout written last counts, or those cases would be counted twice.
+    """
+    layouts = {}  # the (shard_of, run_of) totals in a path -> its logs
     for dirpath, _, files in os.walk(root):
         if "test.xml" in files:
-            logs.append(os.path.join(dirpath, "test.xml"))
-    return sorted(logs)
+            path = os.path.join(dirpath, "test.xml")
+            key = tuple(re.findall(r"(shard|run)_\d+_of_(\d+)", os.path.relpath(dirpath, root)))
+            layouts.setdefault(key, []).append(path)
+    if not layouts:
+        return []
+    newest = max(layouts.values(), key=lambda paths: max(os.path.getmtime(p) for p in paths))
+    return sorted(newest)
 
 
 def count_xml_dir(xml_dir):

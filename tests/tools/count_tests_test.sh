@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# tools/count_tests.py counts each test case once: a target's old shard_K_of_M logs
+# (left by an earlier shard_count in the same output base) are not counted again, a
+# skipped case is apart, a failed case and a target without a log are failures.
+set -u
+count=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+case_xml() {  # FILE PASSED FAILED SKIPPED
+  mkdir -p "$(dirname "$1")"
+  {
+    echo '<testsuites><testsuite>'
+    for ((i = 0; i < $2; i++)); do echo "<testcase classname=\"T\" name=\"p$i\"/>"; done
+    for ((i = 0; i < $3; i++)); do echo "<testcase classname=\"T\" name=\"f$i\"><failure/></testcase>"; done
+    for ((i = 0; i < $4; i++)); do echo "<testcase classname=\"T\" name=\"s$i\" result=\"skipped\"><skipped/></testcase>"; done
+    echo '</testsuite></testsuites>'
+  } >"$1"
+}
+logs=$tmp/testlogs
+for k in 1 2 3 4; do case_xml "$logs/a/sharded/shard_${k}_of_4/test.xml" 13 0 0; done
+touch -d '2 hours ago' "$logs"/a/sharded/shard_*_of_4/test.xml
+for k in 1 2 3 4 5 6; do case_xml "$logs/a/sharded/shard_${k}_of_6/test.xml" 10 0 0; done
+case_xml "$logs/a/plain/test.xml" 3 0 2
+printf '//a:sharded\n//a:plain\n' >"$tmp/labels"
+out=$(python3 "$count" "$logs" --labels "$tmp/labels" 2>&1 | tail -n 1)
+[ "$out" = "63 passed, 0 failed, 2 skipped" ] || { echo "FAIL: stale shards: got '$out'"; exit 1; }
+
+case_xml "$logs/a/broken/test.xml" 1 1 0
+printf '//a:broken\n//a:missing\n' >"$tmp/labels2"
+out=$(python3 "$count" "$logs" --labels "$tmp/labels2" 2>&1 | tail -n 1)
+[ "$out" = "1 passed, 2 failed, 0 skipped" ] || { echo "FAIL: failures: got '$out'"; exit 1; }
+echo "PASS"
