@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "chorus/log.h"
-#include "kernels/cuda/stream_ops.h"
 #include "chorus/transport_setup.h"
+#include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
 namespace {
@@ -177,6 +177,19 @@ Work CommunicatorImpl::PostP2PHost(bool is_send, void* buf, size_t bytes, int pe
                                             std::chrono::milliseconds(config_.timeout_ms)));
 }
 
+namespace {
+// The one buffer of a send (read) or a recv (written).
+DeviceIo P2PIo(bool is_send, void* buf, size_t bytes) {
+  return is_send ? DeviceIo{buf, bytes, nullptr, 0} : DeviceIo{nullptr, 0, buf, bytes};
+}
+}  // namespace
+
+HostRun CommunicatorImpl::P2PRun(bool is_send, size_t bytes, int peer, uint32_t tag, std::string what) {
+  return [this, is_send, bytes, peer, tag, what = std::move(what)](const void* send, void* recv) {
+    return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what).Wait();
+  };
+}
+
 Work CommunicatorImpl::PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag) {
   Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
   if (!what.ok()) return Work::Failed(what.status());
@@ -194,13 +207,8 @@ Status CommunicatorImpl::RunP2P(bool is_send, void* buf, size_t bytes, int peer,
   if (bytes == 0 || kernels::cuda::PointerKind(buf) != kernels::cuda::MemoryKind::kDevice) {
     return PostP2PHost(is_send, buf, bytes, peer, tag, std::move(what.value())).Wait();
   }
-  const DeviceIo io = is_send ? DeviceIo{buf, bytes, nullptr, 0} : DeviceIo{nullptr, 0, buf, bytes};
-  return device_->RunNow(
-      io,
-      [&](const void* send, void* recv) {
-        return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what.value()).Wait();
-      },
-      Deadline::AfterMs(config_.timeout_ms));
+  return device_->RunNow(P2PIo(is_send, buf, bytes), P2PRun(is_send, bytes, peer, tag, std::move(what.value())),
+                         Deadline::AfterMs(config_.timeout_ms));
 }
 
 Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call) {
@@ -233,9 +241,15 @@ Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call) {
   });
 }
 
+Result<IoPlace> CommunicatorImpl::PlaceOf(const CollectiveCall& call, const DeviceIo& io) const {
+  Result<IoPlace> place = ClassifyIo(io);
+  if (!place.ok()) return place.status().WithContext(CallName(call, rank_));  // the name only when it is needed
+  return place;
+}
+
 Status CommunicatorImpl::Run(const CollectiveCall& call) {
   const DeviceIo io = CallIo(call, rank_, size_);
-  Result<IoPlace> place = ClassifyIo(io, CallName(call, rank_));
+  Result<IoPlace> place = PlaceOf(call, io);
   if (!place.ok()) return place.status();
   Result<HostRun> run = Prepare(call);
   if (!run.ok()) return run.status();
@@ -245,7 +259,7 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
 
 Work CommunicatorImpl::Post(const CollectiveCall& call) {
   const DeviceIo io = CallIo(call, rank_, size_);
-  Result<IoPlace> place = ClassifyIo(io, CallName(call, rank_));
+  Result<IoPlace> place = PlaceOf(call, io);
   if (!place.ok()) return Work::Failed(place.status());
   Result<HostRun> run = Prepare(call);
   if (!run.ok()) return Work::Failed(run.status());
@@ -262,30 +276,26 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
   return Work(state);
 }
 
-Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
-  const std::string what = CallName(call, rank_);
-  const DeviceIo io = CallIo(call, rank_, size_);
+Work CommunicatorImpl::EnqueueOn(void* stream, const DeviceIo& io, const std::string& what,
+                                 const std::function<Result<HostRun>()>& prepare) {
   Status st = CheckStreamIo(io, what);
   if (st.ok()) st = device_->Ready().WithContext(what);
   if (!st.ok()) return Work::Failed(st);
-  Result<HostRun> run = Prepare(call);
+  Result<HostRun> run = prepare();
   if (!run.ok()) return Work::Failed(run.status());
   return device_->Enqueue(stream, io, std::move(run.value()), *executor_, config_.timeout_ms, what,
                           [this](const Status& why) { transport_->Abort(why); });
 }
 
+Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
+  return EnqueueOn(stream, CallIo(call, rank_, size_), CallName(call, rank_), [&] { return Prepare(call); });
+}
+
 Work CommunicatorImpl::EnqueueP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, void* stream) {
   Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
   if (!what.ok()) return Work::Failed(what.status());
-  const DeviceIo io = is_send ? DeviceIo{buf, bytes, nullptr, 0} : DeviceIo{nullptr, 0, buf, bytes};
-  Status st = CheckStreamIo(io, what.value());
-  if (st.ok()) st = device_->Ready().WithContext(what.value());
-  if (!st.ok()) return Work::Failed(st);
-  HostRun run = [this, is_send, bytes, peer, tag, what = what.value()](const void* send, void* recv) {
-    return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what).Wait();
-  };
-  return device_->Enqueue(stream, io, std::move(run), *executor_, config_.timeout_ms, what.value(),
-                          [this](const Status& why) { transport_->Abort(why); });
+  return EnqueueOn(stream, P2PIo(is_send, buf, bytes), what.value(),
+                   [&]() -> Result<HostRun> { return P2PRun(is_send, bytes, peer, tag, what.value()); });
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {

@@ -63,6 +63,14 @@ class CommunicatorImpl {
   // Validates a send/recv; the result describes it for errors.
   Result<std::string> CheckP2P(bool is_send, const void* buf, size_t bytes, int peer, uint32_t tag);
   Work PostP2PHost(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, std::string what);
+  // A send/recv as a HostRun (on staged host memory), for the device forms.
+  HostRun P2PRun(bool is_send, size_t bytes, int peer, uint32_t tag, std::string what);
+  // Where the call's buffers are; a mixed call is an error naming it.
+  Result<IoPlace> PlaceOf(const CollectiveCall& call, const DeviceIo& io) const;
+  // The stream forms' common path: checks the buffers and CUDA before `prepare`
+  // takes a sequence number, then enqueues.
+  Work EnqueueOn(void* stream, const DeviceIo& io, const std::string& what,
+                 const std::function<Result<HostRun>()>& prepare);
 
   Config config_;
   rendezvous::InitSpec spec_;

@@ -31,12 +31,12 @@ Status Reserve(cuda::PinnedBuffer& b, size_t bytes) {
 
 }  // namespace
 
-Result<IoPlace> ClassifyIo(const DeviceIo& io, const std::string& what) {
+Result<IoPlace> ClassifyIo(const DeviceIo& io) {
   const cuda::MemoryKind s = io.send_bytes ? cuda::PointerKind(io.send) : cuda::MemoryKind::kHost;
   const cuda::MemoryKind r = io.recv_bytes ? cuda::PointerKind(io.recv) : cuda::MemoryKind::kHost;
   const bool s_dev = s == cuda::MemoryKind::kDevice, r_dev = r == cuda::MemoryKind::kDevice;
   if (io.send_bytes && io.recv_bytes && s_dev != r_dev) {
-    return InvalidArgument(what + ": " + Where("send", io.send, s) + " but " + Where("recv", io.recv, r) +
+    return InvalidArgument(Where("send", io.send, s) + " but " + Where("recv", io.recv, r) +
                            "; pass both on the device or both on the host");
   }
   return (s_dev || r_dev) ? IoPlace::kDevice : IoPlace::kHost;
@@ -64,14 +64,14 @@ struct DeviceCalls::Staging {
 struct DeviceCalls::Resources {
   cuda::StreamGate gate;
   Staging executor;  // used by the executor's thread only (one task at a time)
-  Staging caller;    // used under mu_ by RunNow
+  Staging caller;    // used under caller_mu_ by RunNow
 };
 
 DeviceCalls::DeviceCalls() = default;
 DeviceCalls::~DeviceCalls() = default;
 
 Status DeviceCalls::Init() {
-  if (ready_) return Status::Ok();
+  if (res_) return Status::Ok();
   if (!init_error_.ok()) return init_error_;
   auto res = std::make_unique<Resources>();
   Result<cuda::StreamGate> gate = cuda::StreamGate::Create();
@@ -87,7 +87,6 @@ Status DeviceCalls::Init() {
   res->executor.copies = std::move(c1.value());
   res->caller.copies = std::move(c2.value());
   res_ = std::move(res);
-  ready_ = true;
   return Status::Ok();
 }
 

@@ -54,8 +54,9 @@ using HostRun = std::function<Status(const void* send, void* recv)>;
 // Where the call's buffers live. Host: every used buffer is host memory (or managed,
 // which the CPU reaches directly); device: every used buffer is device memory.
 // Mixed is an error naming both buffers, as is a host buffer in the stream form.
+// ClassifyIo's error names the buffers; the caller adds which call it was.
 enum class IoPlace { kHost, kDevice };
-Result<IoPlace> ClassifyIo(const DeviceIo& io, const std::string& what);
+Result<IoPlace> ClassifyIo(const DeviceIo& io);
 Status CheckStreamIo(const DeviceIo& io, const std::string& what);
 
 class DeviceCalls {
@@ -77,12 +78,11 @@ class DeviceCalls {
 
  private:
   struct Staging;  // a copy stream and two pinned buffers, grown on demand
-  Status Init();   // the gate and both staging sets, on first use
+  Status Init();   // the gate and both staging sets, on first use (res_ set once done)
   static Status Stage(Staging& s, const DeviceIo& io, const HostRun& run, Deadline deadline);
 
   std::mutex mu_;         // Init, next_seq_, the gate
   std::mutex caller_mu_;  // the caller-thread staging set
-  bool ready_ = false;
   Status init_error_;
   uint64_t next_seq_ = 0;
   struct Resources;

@@ -106,6 +106,8 @@ Result<StreamGate> StreamGate::Create() {
                                    cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable)));
   g.counter_ = static_cast<volatile unsigned long long*>(p);
   *g.counter_ = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaHostGetDevicePointer of the stream gate counter",
+                                   cudaHostGetDevicePointer(&g.device_counter_, p, 0)));
   return std::move(g);
 }
 
@@ -114,12 +116,9 @@ StreamGate::~StreamGate() {
 }
 
 Status StreamGate::Hold(void* stream, uint64_t seq, int64_t timeout_ms) const {
-  void* dev = nullptr;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaHostGetDevicePointer of the stream gate counter",
-                                   cudaHostGetDevicePointer(&dev, const_cast<unsigned long long*>(counter_), 0)));
   const unsigned long long timeout_ns = static_cast<unsigned long long>(timeout_ms) * 1000000ull;
-  GateKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const volatile unsigned long long*>(dev), seq,
-                                                            timeout_ns);
+  GateKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const volatile unsigned long long*>(device_counter_), seq, timeout_ns);
   return CudaError("launching the stream gate kernel", cudaGetLastError());
 }
 

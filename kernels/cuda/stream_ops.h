@@ -83,9 +83,11 @@ class StreamGate {
   StreamGate() = default;
   static Result<StreamGate> Create();
   ~StreamGate();
-  StreamGate(StreamGate&& o) noexcept : counter_(std::exchange(o.counter_, nullptr)) {}
+  StreamGate(StreamGate&& o) noexcept
+      : counter_(std::exchange(o.counter_, nullptr)), device_counter_(std::exchange(o.device_counter_, nullptr)) {}
   StreamGate& operator=(StreamGate&& o) noexcept {
     std::swap(counter_, o.counter_);
+    std::swap(device_counter_, o.device_counter_);
     return *this;
   }
   StreamGate(const StreamGate&) = delete;
@@ -95,7 +97,8 @@ class StreamGate {
   void Open(uint64_t seq) const;
 
  private:
-  volatile unsigned long long* counter_ = nullptr;
+  volatile unsigned long long* counter_ = nullptr;  // the host's view
+  void* device_counter_ = nullptr;                  // the same word, as the gate kernel reads it
 };
 
 // A private non-blocking stream for staging copies; each copy waits for its end.

@@ -112,16 +112,18 @@ ApiCall::ApiCall(const ApiCase& c, int rank, int size)
   }
 }
 
-Status ApiCall::Run(Communicator& comm) {
+Status ApiCall::Run(Communicator& comm) { return RunOn(comm, send_, recv_); }
+
+Status ApiCall::RunOn(Communicator& comm, const void* send, void* recv) const {
   switch (c_.kind) {
-    case Collective::kAllReduce: return comm.AllReduce(send_, recv_, c_.count, c_.dtype, c_.op);
-    case Collective::kBroadcast: return comm.Broadcast(recv_, c_.count, c_.dtype, c_.root);
-    case Collective::kReduce: return comm.Reduce(send_, recv_, c_.count, c_.dtype, c_.op, c_.root);
-    case Collective::kAllGather: return comm.AllGather(send_, recv_, c_.count, c_.dtype);
-    case Collective::kReduceScatter: return comm.ReduceScatter(send_, recv_, c_.count, c_.dtype, c_.op);
-    case Collective::kGather: return comm.Gather(send_, recv_, c_.count, c_.dtype, c_.root);
-    case Collective::kScatter: return comm.Scatter(send_, recv_, c_.count, c_.dtype, c_.root);
-    case Collective::kAllToAll: return comm.AllToAll(send_, recv_, c_.count, c_.dtype);
+    case Collective::kAllReduce: return comm.AllReduce(send, recv, c_.count, c_.dtype, c_.op);
+    case Collective::kBroadcast: return comm.Broadcast(recv, c_.count, c_.dtype, c_.root);
+    case Collective::kReduce: return comm.Reduce(send, recv, c_.count, c_.dtype, c_.op, c_.root);
+    case Collective::kAllGather: return comm.AllGather(send, recv, c_.count, c_.dtype);
+    case Collective::kReduceScatter: return comm.ReduceScatter(send, recv, c_.count, c_.dtype, c_.op);
+    case Collective::kGather: return comm.Gather(send, recv, c_.count, c_.dtype, c_.root);
+    case Collective::kScatter: return comm.Scatter(send, recv, c_.count, c_.dtype, c_.root);
+    case Collective::kAllToAll: return comm.AllToAll(send, recv, c_.count, c_.dtype);
     case Collective::kBarrier: return comm.Barrier();
   }
   return InternalError("unknown collective");
@@ -167,19 +169,7 @@ Status ApiCall::RunOnDevice(Communicator& comm, void* stream, DeviceHook before,
   if (st.ok()) {
     if (stream == nullptr) {
       st = cu::Synchronize(nullptr);
-      if (st.ok()) {
-        switch (c_.kind) {  // the host forms, given device pointers
-          case Collective::kAllReduce: st = comm.AllReduce(dsend, drecv, c_.count, c_.dtype, c_.op); break;
-          case Collective::kBroadcast: st = comm.Broadcast(drecv, c_.count, c_.dtype, c_.root); break;
-          case Collective::kReduce: st = comm.Reduce(dsend, drecv, c_.count, c_.dtype, c_.op, c_.root); break;
-          case Collective::kAllGather: st = comm.AllGather(dsend, drecv, c_.count, c_.dtype); break;
-          case Collective::kReduceScatter: st = comm.ReduceScatter(dsend, drecv, c_.count, c_.dtype, c_.op); break;
-          case Collective::kGather: st = comm.Gather(dsend, drecv, c_.count, c_.dtype, c_.root); break;
-          case Collective::kScatter: st = comm.Scatter(dsend, drecv, c_.count, c_.dtype, c_.root); break;
-          case Collective::kAllToAll: st = comm.AllToAll(dsend, drecv, c_.count, c_.dtype); break;
-          case Collective::kBarrier: st = comm.Barrier(); break;
-        }
-      }
+      if (st.ok()) st = RunOn(comm, dsend, drecv);  // the host forms, given device pointers
     } else {
       // The Work is waited for only after `after` was enqueued: it must run behind the call.
       const CudaStream cs{stream};

@@ -66,6 +66,7 @@ class ApiCall {
 
  private:
   Status Fail(const Status& st) const;
+  Status RunOn(Communicator& comm, const void* send, void* recv) const;  // the blocking form
   ApiCase c_;
   int rank_;
   int size_;

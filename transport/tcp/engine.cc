@@ -148,9 +148,9 @@ void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, 
 
 void Engine::DrainCommands() {
   Inbox::Batch b = inbox_.Drain();
+  if (!b.posts.empty()) last_activity_ = Clock::now();
   for (BasicRequestPtr& req : b.posts) {
     ++active_;
-    last_activity_ = Clock::now();
     deadlines_.Track(req);
     if (aborting_) {
       Finish(req, abort_status_);
