@@ -35,7 +35,7 @@ struct Config {
   // An RDMA peer that a request waits for and that stays silent this long, even to a
   // PING, fails the communicator naming it (CHORUS_IB_PEER_TIMEOUT, seconds).
   int64_t ib_peer_timeout_ms = 10 * 1000;
-  // TCP engine: "auto" (io_uring, epoll where io_uring_setup fails), "uring", "epoll".
+  // TCP engine: "auto" (= epoll with application progress), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.
   int nsocks_per_peer = 2;

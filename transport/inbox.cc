@@ -40,17 +40,25 @@ void Inbox::Release(uint64_t first, uint64_t last) {
   has_work_.store(true);  // handled with the next wake-up; no need to wake the engine now
 }
 
-void Inbox::AbortAndWait(const Status& reason) {
+void Inbox::RequestAbort(const Status& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  closed_ = true;
+  closed_status_ = reason;
+  pending_.abort = true;
+  pending_.abort_reason = reason;
+  has_work_.store(true);
+  Wake();
+}
+
+void Inbox::WaitExit() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!closed_) {
-    closed_ = true;
-    closed_status_ = reason;
-    pending_.abort = true;
-    pending_.abort_reason = reason;
-    has_work_.store(true);
-    Wake();
-  }
   exit_cv_.wait(lock, [this] { return exited_; });
+}
+
+void Inbox::Interrupt() {
+  has_work_.store(true);
+  if (sleeping_.load()) Wake();
 }
 
 void Inbox::RequestStop() {

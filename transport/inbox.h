@@ -36,8 +36,15 @@ class Inbox {
   void Release(uint64_t first, uint64_t last);
   // Asks for an abort, then waits until the engine exited (it touches no user buffer
   // any more). Idempotent.
-  void AbortAndWait(const Status& reason);
+  void AbortAndWait(const Status& reason) {
+    RequestAbort(reason);
+    WaitExit();
+  }
+  void RequestAbort(const Status& reason);
+  void WaitExit();
   void RequestStop();
+  // Makes a sleeping engine's poll return (an application thread wants to drive).
+  void Interrupt();
 
   // ---- Engine thread ----
   Batch Drain();

@@ -5,23 +5,29 @@
 namespace chorus::transport {
 
 Status BasicRequest::Wait(Deadline deadline) {
-  if (spin_us_ > 0) {
+  if (driver_ != nullptr) {
+    if (!Test()) driver_->Drive(*this, deadline);
+  } else if (spin_us_ > 0) {
     // A short message completes within microseconds: a sleeping thread would add a
     // wake-up (tens of microseconds) to every round trip. Yielding keeps the engine
     // and the peer's threads running where cores are scarce.
     const auto until = std::min(Clock::now() + std::chrono::microseconds(spin_us_), deadline.at());
     while (!done_.load(std::memory_order_acquire) && Clock::now() < until) sched_yield();
   }
-  if (!done_.load(std::memory_order_acquire)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++waiters_;
-    bool finished = cv_.wait_until(lock, deadline.at(), [this] { return done_.load(std::memory_order_acquire); });
-    --waiters_;
-    if (!finished) return TimeoutError("rank " + std::to_string(self_) + ": " + Describe() + " not finished by the deadline");
-    return status_;
+  if (!WaitUntil(deadline.at())) {
+    return TimeoutError("rank " + std::to_string(self_) + ": " + Describe() + " not finished by the deadline");
   }
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
+}
+
+bool BasicRequest::WaitUntil(Clock::time_point until) {
+  if (Test()) return true;
+  std::unique_lock<std::mutex> lock(mu_);
+  ++waiters_;
+  bool finished = cv_.wait_until(lock, until, [this] { return done_.load(std::memory_order_acquire); });
+  --waiters_;
+  return finished;
 }
 
 Status BasicRequest::status() {

@@ -249,6 +249,76 @@ TEST_P(TransportTest, EngineDeadlineFailsTheRequestAndTellsPeers) {
   EXPECT_FALSE(t[1]->Recv(0, 78, &y, sizeof(y))->Wait(Soon()).ok());
 }
 
+// Nobody waits: the transport still moves the data (TCP/epoll: the engine thread takes
+// over from the application threads that drove it, once they are away).
+TEST_P(TransportTest, RequestsNobodyWaitsOnStillComplete) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  const size_t n = 8 << 20;  // more than the socket buffers hold
+  std::vector<char> out(n), in(n, 0);
+  Fill(&out, 31);
+  RequestPtr r = t[0]->Recv(1, 12, in.data(), n);
+  RequestPtr s = t[1]->Send(0, 12, out.data(), n);
+  for (int i = 0; i < 20000 && !(r->Test() && s->Test()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(r->Test() && s->Test()) << "not complete after 20 s without a waiter";
+  ASSERT_TRUE(r->status().ok()) << r->status().ToString();
+  ASSERT_TRUE(s->status().ok()) << s->status().ToString();
+  EXPECT_TRUE(Check(in, 31));
+}
+
+// Threads that waited (and so drove the transport) may end; the next one carries on.
+TEST_P(TransportTest, ThreadsThatWaitedMayExit) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  const size_t n = (1 << 20) + 5;
+  for (uint32_t k = 0; k < 5; ++k) {
+    std::vector<char> out(n), in(n, 0);
+    Fill(&out, 40 + k);
+    Status rst, sst;
+    // The receive is posted by one thread and waited on by another that then exits.
+    RequestPtr r = t[1]->Recv(0, 13, in.data(), n);
+    std::thread th([&] {
+      RequestPtr s = t[0]->Send(1, 13, out.data(), n);
+      sst = s->Wait(Soon());
+      rst = r->Wait(Soon());
+    });
+    th.join();
+    ASSERT_TRUE(sst.ok()) << sst.ToString();
+    ASSERT_TRUE(rst.ok()) << rst.ToString();
+    EXPECT_TRUE(Check(in, 40 + k)) << "round " << k;
+  }
+}
+
+// Several threads wait at once on one transport: one drives, the others are completed
+// by it (or take over when it leaves).
+TEST_P(TransportTest, SeveralThreadsWaitAtOnce) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  constexpr int kThreads = 4;
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (uint32_t k = 0; k < 20 && errors[i].empty(); ++k) {
+        const size_t n = 1000 + 4096 * k;
+        const uint32_t seed = 1000 * i + k;
+        std::vector<char> out(n), in(n, 0);
+        Fill(&out, seed);
+        RequestPtr r = t[1]->Recv(0, 200 + i, in.data(), n);
+        RequestPtr s = t[0]->Send(1, 200 + i, out.data(), n);
+        Status st = r->Wait(Soon());
+        if (st.ok()) st = s->Wait(Soon());
+        if (!st.ok()) errors[i] = st.ToString();
+        else if (!Check(in, seed)) errors[i] = "wrong data in round " + std::to_string(k);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(errors[i], "") << "thread " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("uring", "epoll", "rdma"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 

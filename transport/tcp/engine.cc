@@ -19,6 +19,15 @@ namespace {
 constexpr auto kAbortLinger = std::chrono::milliseconds(1000);
 // How long a connection whose send failed is still read (for the peer's ABORT frame).
 constexpr auto kReadAfterLoss = std::chrono::milliseconds(500);
+// Application progress: how long after the last application thread stopped driving the
+// engine thread takes over again.
+constexpr auto kHandBack = std::chrono::milliseconds(2);
+// An application thread that cannot drive (another one does) looks again this often.
+constexpr auto kOtherDriverLook = std::chrono::microseconds(200);
+// A thread waiting for the lock looks at its own request this often.
+constexpr auto kLockLook = std::chrono::microseconds(50);
+
+int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
 std::string ErrnoText(int64_t res) { return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res)); }
 
@@ -54,6 +63,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& opts, std::ve
 
 Engine::~Engine() {
   inbox_.RequestStop();
+  Kick();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -68,22 +78,13 @@ void Engine::Run(std::vector<std::vector<UniqueFd>>* sockets, std::promise<Statu
 Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
   int nconns = 0;
   for (auto& v : *sockets) nconns += static_cast<int>(v.size());
-  if (opts_.use_uring) {
-    Result<std::unique_ptr<Poller>> p = MakeUringPoller(this, inbox_.wake_fd(), nconns);
-    if (p.ok()) {
-      poller_ = std::move(p.value());
-    } else if (!opts_.fallback_to_epoll) {
-      return p.status().WithContext("rank " + std::to_string(rank_) + ": CHORUS_TCP_ENGINE=uring");
-    } else {
-      CHORUS_INFO("io_uring unavailable (" << p.status().message() << "), using the epoll engine");
-    }
-  }
-  if (!poller_) {
-    Result<std::unique_ptr<Poller>> p = MakeEpollPoller(this, inbox_.wake_fd());
-    if (!p.ok()) return p.status();
-    poller_ = std::move(p.value());
-  }
+  Result<std::unique_ptr<Poller>> p = opts_.use_uring ? MakeUringPoller(this, inbox_.wake_fd(), nconns)
+                                                       : MakeEpollPoller(this, inbox_.wake_fd());
+  if (!p.ok()) return p.status().WithContext("rank " + std::to_string(rank_) + ": TCP engine " +
+                                             (opts_.use_uring ? "io_uring" : "epoll"));
+  poller_ = std::move(p.value());
   engine_name_ = poller_->name();
+  app_progress_ = poller_->any_thread();
   for (int p = 0; p < size_ && p < static_cast<int>(sockets->size()); ++p) {
     std::vector<UniqueFd>& fds = (*sockets)[p];
     for (size_t i = 0; i < fds.size(); ++i) {
@@ -96,34 +97,80 @@ Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
 
 void Engine::Loop() {
   for (;;) {
-    DrainCommands();
-    FailBrokenConns();
-    FinalizeFailedPeers();
-    CheckTimeouts();
-    if (!aborting_ && stopping_) {
-      if (active_ == 0) break;
-      BeginAbort(AbortedError("transport destroyed with " + std::to_string(active_) + " requests pending"));
+    {
+      std::lock_guard<std::timed_mutex> lock(drive_mu_);
+      engine_driving_.store(true);
+      const bool done = Step(-1, /*engine_thread=*/true);
+      engine_driving_.store(false);
+      if (done) return;
     }
-    if (aborting_ && ProgressAbort()) break;
-    Status st;
-    if (Clock::now() - last_activity_ < std::chrono::microseconds(opts_.spin_us)) {
-      // Busy a moment ago: the next request or byte is likely microseconds away, and
-      // waking from a sleep costs tens of them. Poll, yielding the CPU between looks.
-      st = poller_->Poll(0);
-      if (!inbox_.HasWork()) sched_yield();
-    } else {
-      int timeout = NextTimeoutMs();
-      // Dekker-style hand-shake with Post(): either we see its command, or it sees us
-      // asleep and writes the eventfd.
-      if (!inbox_.BeginSleep()) timeout = 0;
-      st = poller_->Poll(timeout);
-      inbox_.EndSleep();
-    }
-    if (!st.ok() && !aborting_) BeginAbort(st.WithContext("rank " + std::to_string(rank_) + " TCP engine"));
+    if (app_progress_) Park();
   }
 }
 
+bool Engine::Step(int max_wait_ms, bool engine_thread, BasicRequest* wanted) {
+  if (finished_) return true;
+  DrainCommands();
+  FailBrokenConns();
+  FinalizeFailedPeers();
+  CheckTimeouts();
+  if (!aborting_ && stopping_) {
+    if (active_ == 0) return finished_ = true;
+    BeginAbort(AbortedError("transport destroyed with " + std::to_string(active_) + " requests pending"));
+  }
+  if (aborting_ && ProgressAbort()) return finished_ = true;
+  if (max_wait_ms == kNoPoll) return false;
+  Status st;
+  if (!app_progress_ && Clock::now() - last_activity_ < std::chrono::microseconds(opts_.spin_us)) {
+    // Busy a moment ago: the next request or byte is likely microseconds away, and
+    // waking from a sleep costs tens of them. Poll, yielding the CPU between looks.
+    st = poller_->Poll(0);
+    if (!inbox_.HasWork()) sched_yield();
+  } else {
+    int timeout = NextTimeoutMs();
+    if (max_wait_ms >= 0) timeout = timeout < 0 ? max_wait_ms : std::min(timeout, max_wait_ms);
+    if (engine_thread && app_want_.load() > 0) timeout = 0;  // hand over at once
+    if (wanted != nullptr && wanted->Test()) timeout = 0;     // the commands completed it
+    // Dekker-style hand-shake with Post() and Interrupt(): either we see their flag, or
+    // they see us asleep and write the eventfd.
+    const bool sleep = timeout != 0 && inbox_.BeginSleep();
+    st = poller_->Poll(sleep ? timeout : 0);
+    if (sleep) inbox_.EndSleep();
+  }
+  if (!st.ok() && !aborting_) BeginAbort(st.WithContext("rank " + std::to_string(rank_) + " TCP engine"));
+  return false;
+}
+
+void Engine::Park() {
+  std::unique_lock<std::mutex> lock(park_mu_);
+  for (;;) {
+    if (kicked_) {
+      kicked_ = false;
+      return;
+    }
+    const bool busy = app_want_.load() > 0 || app_driving_.load();
+    const auto at = Clock::time_point(std::chrono::nanoseconds(hand_back_at_.load()));
+    if (!busy && Clock::now() >= at) return;
+    park_cv_.wait_until(lock, busy ? Clock::now() + kHandBack : at);
+  }
+}
+
+void Engine::Kick() {
+  std::lock_guard<std::mutex> lock(park_mu_);
+  kicked_ = true;
+  park_cv_.notify_one();
+}
+
+void Engine::LeaveDriving() {
+  app_driving_.store(false);
+  hand_back_at_.store(NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(kHandBack).count());
+  const bool finished = finished_;
+  drive_mu_.unlock();
+  if (finished) Kick();  // the engine thread tears down
+}
+
 void Engine::Teardown() {
+  std::lock_guard<std::timed_mutex> lock(drive_mu_);
   for (Peer& p : peers_) {
     for (auto& c : p.conns) poller_->Remove(c.get());
   }
@@ -135,12 +182,71 @@ void Engine::Teardown() {
 // ---- Application threads ----
 
 RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
-  auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint, opts_.spin_us);
+  auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint, opts_.spin_us,
+                                            app_progress_ ? this : nullptr);
   inbox_.Post(req);
+  // A send leaves now, from this thread, when nobody is driving (a receive waits for
+  // the Wait() that drives).
+  if (app_progress_ && kind == BasicRequest::Kind::kSend && !engine_driving_.load() && drive_mu_.try_lock()) {
+    app_driving_.store(true);
+    Step(kNoPoll, /*engine_thread=*/false);  // epoll sends at once when the socket has room
+    LeaveDriving();
+  }
   return req;
 }
 
-void Engine::Abort(const Status& reason) { inbox_.AbortAndWait(reason); }
+void Engine::Drive(BasicRequest& req, Deadline deadline) {
+  const auto spin_until = Clock::now() + std::chrono::microseconds(opts_.spin_us);
+  while (!req.Test() && Clock::now() < deadline.at()) {
+    if (!drive_mu_.try_lock()) {
+      if (!engine_driving_.load()) {
+        // Another application thread drives: it completes this request too.
+        req.WaitUntil(std::min(deadline.at(), Clock::now() + kOtherDriverLook));
+        continue;
+      }
+      // The engine thread drives (perhaps asleep in its poll): ask it to step aside.
+      // Never block on the lock for long: another thread may be driving while this
+      // request completes, and this thread's caller may be what the others wait for.
+      app_want_.fetch_add(1);
+      inbox_.Interrupt();
+      bool got = false;
+      while (!(got = drive_mu_.try_lock_for(kLockLook)) && !req.Test() && Clock::now() < deadline.at()) {
+      }
+      app_want_.fetch_sub(1);
+      if (!got) continue;
+    }
+    app_driving_.store(true);
+    bool finished = false;
+    while (!req.Test()) {
+      const auto now = Clock::now();
+      if (now >= deadline.at()) break;
+      // Poll without sleeping for spin_us (the answer to a short message is a few
+      // microseconds away), then sleep in the poll itself.
+      int wait_ms = 0;
+      if (now >= spin_until) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at() - now).count();
+        wait_ms = static_cast<int>(std::clamp<int64_t>(left + 1, 1, 100));
+      }
+      if (wait_ms == 100) {
+        size_t txq = 0; int rin = 0;
+        for (auto& pp : peers_) for (auto& c : pp.conns) { txq += c->tx.empty() ? 0 : 1; rin += c->epoll_out; }
+      }
+      if (Step(wait_ms, /*engine_thread=*/false, &req)) {
+        finished = true;
+        break;
+      }
+      if (wait_ms == 0 && !req.Test()) sched_yield();
+    }
+    LeaveDriving();
+    if (finished) break;  // every request has been completed, or will be by Exit()
+  }
+}
+
+void Engine::Abort(const Status& reason) {
+  inbox_.RequestAbort(reason);
+  Kick();
+  inbox_.WaitExit();
+}
 
 void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, last); }
 

@@ -1,7 +1,14 @@
-// The progress engine of one TcpTransport: a thread that owns every socket, matches
-// incoming frames to posted receives, queues outgoing frames, and turns failures,
-// timeouts and aborts into request errors. The application thread only posts requests
-// (through a locked queue and an eventfd) and waits on them.
+// The progress engine of one TcpTransport: it owns every socket, matches incoming frames
+// to posted receives, queues outgoing frames, and turns failures, timeouts and aborts
+// into request errors. Application threads post requests through a locked queue and an
+// eventfd.
+//
+// Who drives it: with a poller any thread may use (epoll), a thread that waits on a
+// request drives the engine itself (application progress, as MPI does), so a short
+// message costs no hand-off between threads; the engine thread stays parked while
+// application threads drive and takes over once they have been away for kHandBack
+// (pending asynchronous requests, failure detection between calls). With io_uring the
+// engine thread alone drives and application threads sleep on their requests.
 #pragma once
 
 #include <atomic>
@@ -32,8 +39,7 @@ struct EngineOptions {
   int nsockets = 1;
   int64_t stripe_min_bytes = 256 << 10;
   int64_t timeout_ms = 30 * 60 * 1000;
-  bool use_uring = true;
-  bool fallback_to_epoll = false;  // engine "auto": epoll when the ring cannot be created
+  bool use_uring = false;
   int64_t spin_us = 0;             // after activity, poll this long before sleeping
 };
 
@@ -42,7 +48,7 @@ struct PeerInfo {
   std::string address;
 };
 
-class Engine final : public IoHandler {
+class Engine final : public IoHandler, public RequestDriver {
  public:
   // Takes the connected, handshaken sockets (sockets[peer][index]; empty for this rank)
   // and starts the engine thread.
@@ -56,6 +62,8 @@ class Engine final : public IoHandler {
   // Forgets the state of tags in [first, last] (see Transport::ReleaseTags).
   void ReleaseTags(uint64_t first, uint64_t last);
   Status health() { return health_.Get(); }
+  // Application threads waiting on a request (application progress only).
+  void Drive(BasicRequest& req, Deadline deadline) override;
   const std::string& engine_name() const { return engine_name_; }
 
   // Engine thread: results from the poller and frames from the state machines.
@@ -98,6 +106,17 @@ class Engine final : public IoHandler {
   Status Init(std::vector<std::vector<UniqueFd>>* sockets);
   void Loop();
   void Teardown();
+  // One round of the engine by the thread holding drive_mu_: commands, failures,
+  // timeouts, then a poll of at most max_wait_ms (-1: until the next deadline; none
+  // once `wanted` is complete). Returns true once the engine has finished (stopped,
+  // or aborted and drained).
+  bool Step(int max_wait_ms, bool engine_thread, BasicRequest* wanted = nullptr);
+  static constexpr int kNoPoll = -2;  // Step(kNoPoll): commands only
+  // Application progress: a thread that drove hands over to the engine thread only
+  // after kHandBack without a driver.
+  void Park();
+  void Kick();
+  void LeaveDriving();
 
   void DrainCommands();
   void PostSend(const BasicRequestPtr& req);
@@ -134,7 +153,19 @@ class Engine final : public IoHandler {
   Inbox inbox_;  // posts, releases, abort and stop from application threads
   FirstError health_;
 
-  // Engine thread only.
+  // Application progress (see the top of this file).
+  bool app_progress_ = false;               // set by Init
+  std::timed_mutex drive_mu_;               // held by the thread driving the engine
+  std::atomic<bool> engine_driving_{false};
+  std::atomic<bool> app_driving_{false};
+  std::atomic<int> app_want_{0};            // application threads waiting for drive_mu_
+  std::atomic<int64_t> hand_back_at_{0};    // steady-clock ns: the engine thread may drive
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  bool kicked_ = false;                     // guarded by park_mu_
+
+  // The driving thread only (under drive_mu_).
+  bool finished_ = false;
   Clock::time_point last_activity_{};  // a request posted or finished
   int64_t active_ = 0;  // posted requests not yet finished
   bool stopping_ = false;

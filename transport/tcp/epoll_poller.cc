@@ -34,6 +34,8 @@ class EpollPoller final : public Poller {
 
   void Cancel(Conn*) override {}  // nothing is ever in flight
 
+  bool any_thread() const override { return true; }
+
   Status Poll(int timeout_ms) override {
     epoll_event events[64];
     int n = epoll_wait(ep_.get(), events, 64, timeout_ms);

@@ -24,6 +24,10 @@ class Poller {
  public:
   virtual ~Poller() = default;
   virtual const char* name() const = 0;
+  // Whether any thread may call the methods below (one at a time), not only the one
+  // that created the poller. io_uring may not: a submitted operation belongs to the
+  // thread that submitted it and is cancelled when that thread exits.
+  virtual bool any_thread() const = 0;
   // Starts receiving on the socket.
   virtual Status Add(Conn* c) = 0;
   // Forgets the socket; nothing may be in flight on it.

@@ -1,5 +1,5 @@
 // chorus's TCP transport: a full mesh of `nsockets` TCP connections per peer, driven
-// by one progress engine (io_uring, or epoll where io_uring is unavailable). The wire
+// by one progress engine (epoll, driven by the waiting threads; or io_uring). The wire
 // format is in wire.h, the matching and failure rules in engine.h.
 //
 // Set-up is two-phase because addresses are exchanged by the caller's bootstrap:

@@ -61,6 +61,7 @@ class UringPoller final : public Poller {
   }
 
   const char* name() const override { return "io_uring"; }
+  bool any_thread() const override { return false; }
 
   Status Add(Conn* c) override {
     ArmRecv(c);
