@@ -67,6 +67,11 @@ Status Synchronize(void* stream) {
   return CudaError("cudaStreamSynchronize", cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
+Status SetDevice(int device) {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  return CudaError("cudaSetDevice(" + std::to_string(device) + ")", cudaSetDevice(device));
+}
+
 Result<EventTimer> EventTimer::Create() {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
   EventTimer t;

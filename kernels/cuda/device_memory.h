@@ -54,6 +54,8 @@ Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, void* stream
 Status Memset(void* dst, int value, size_t bytes);
 // Waits for everything enqueued on `stream` (null: the default stream).
 Status Synchronize(void* stream);
+// cudaSetDevice for this thread ("no CUDA device" where there is none).
+Status SetDevice(int device);
 
 // Times `iters` runs of `fn` on the default stream with CUDA events; milliseconds per run.
 template <typename Fn>

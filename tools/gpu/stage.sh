@@ -5,9 +5,14 @@
 # usage: tools/gpu/stage.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-targets=(//tests/kernels:cuda_reduce_test //tests/chorus:device_api_test //kernels/cuda:cuda_reduce_bench)
+targets=(//tests/kernels:cuda_reduce_test //tests/chorus:device_api_test //kernels/cuda:cuda_reduce_bench
+  //tools/perf:chorus_perf //tests/perf:device_backends_test)
 bazel build -c opt "${targets[@]}" >/dev/null 2>&1 || { echo "stage.sh: bazel build -c opt ${targets[*]} failed" >&2; exit 1; }
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 rm -rf .gpu_bin && mkdir -p .gpu_bin
-cp "$bin/tests/kernels/cuda_reduce_test" "$bin/tests/chorus/device_api_test" "$bin/kernels/cuda/cuda_reduce_bench" .gpu_bin/
+cp "$bin/tests/kernels/cuda_reduce_test" "$bin/tests/chorus/device_api_test" "$bin/kernels/cuda/cuda_reduce_bench" \
+  "$bin/tests/perf/device_backends_test" .gpu_bin/
+# Where device_backends_test looks for chorus_perf (TEST_SRCDIR=.gpu_bin).
+mkdir -p .gpu_bin/chorus/tools/perf
+cp "$bin/tools/perf/chorus_perf" .gpu_bin/chorus/tools/perf/
 du -sh .gpu_bin | awk '{print "stage.sh: .gpu_bin ready (" $1 "): carry it to the device and run tools/gpu/gpu_check.sh"}'

@@ -46,6 +46,7 @@ struct BackendOptions {
   std::string socket_ifname;  // CHORUS_SOCKET_IFNAME: interface to bind data sockets to
   std::string algo;           // backend-specific variant; empty = the backend's default
   std::string store;          // gloo: "" = TCP store at MASTER_ADDR:MASTER_PORT, else a FileStore dir
+  std::string nccl_lib;       // nccl: what to dlopen ("" = libnccl.so.2)
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // per operation
 };
 
@@ -62,6 +63,11 @@ class Backend {
   virtual std::string algo() const = 0;
   // Library version or other facts worth a header line; may be empty.
   virtual std::string description() const { return ""; }
+  // Device buffers (--device): whether the collectives take CUDA device pointers, and
+  // whether they take nothing else (NCCL). The runner then fills and checks host copies
+  // and moves them to and from the device outside the timed loop.
+  virtual bool accepts_device_buffers() const { return false; }
+  virtual bool requires_device_buffers() const { return false; }
 
   // Checked before a sweep so that an unsupported combination fails with one clear
   // message instead of mid-sweep. Called before Init as well (it must not need the

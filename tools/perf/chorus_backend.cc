@@ -64,6 +64,8 @@ class ChorusBackend : public Backend {
   int size() const override { return comm_ ? comm_->size() : 0; }
   std::string name() const override { return "chorus"; }
   std::string algo() const override { return algo_; }
+  // Device pointers go through chorus's host-form calls (staged on the calling thread).
+  bool accepts_device_buffers() const override { return true; }
   std::string description() const override { return comm_ ? comm_->Describe() : ""; }
 
   // chorus has every dtype and op for every collective: nothing to refuse up front.

@@ -11,6 +11,7 @@
 
 #include "chorus/env.h"
 #include "chorus/log.h"
+#include "kernels/cuda/reduce_cuda.h"
 #include "tools/perf/backend.h"
 #include "tools/perf/options.h"
 #include "tools/perf/runner.h"
@@ -24,6 +25,7 @@ Result<BackendOptions> OptionsFromEnv(const PerfOptions& p, const EnvLookup& env
   o.algo = p.algo;
   o.store = p.store;
   o.timeout = std::chrono::seconds(p.timeout_s);
+  o.nccl_lib = p.nccl_lib.empty() ? env("CHORUS_PERF_NCCL_LIB").value_or("") : p.nccl_lib;
   if (p.backend == "mpi") return o;  // MPI has its own launcher and rendezvous
   Result<int64_t> rank = EnvInt(env, "RANK", -1, 0, 1 << 20);
   Result<int64_t> world = EnvInt(env, "WORLD_SIZE", -1, 1, 1 << 20);
@@ -58,7 +60,7 @@ int Main(int argc, char** argv) {
     std::cerr << "chorus_perf: " << parsed.status().message() << "\n";
     return 1;
   }
-  const PerfOptions& p = parsed.value();
+  PerfOptions p = parsed.value();
   if (p.help) {
     std::cout << UsageText();
     return 0;
@@ -74,8 +76,21 @@ int Main(int argc, char** argv) {
     std::cerr << "chorus_perf: " << backend.status().message() << "\n";
     return 1;
   }
-  // Refuse an unsupported dtype/op before joining, so every rank fails at once with the
-  // same message instead of one rank leaving its peers stuck in the rendezvous.
+  // Refuse an unsupported dtype/op (or buffer kind) before joining, so every rank fails
+  // at once with the same message instead of one rank leaving its peers stuck in the
+  // rendezvous.
+  if (backend.value()->requires_device_buffers()) p.device = true;
+  if (p.device && !backend.value()->accepts_device_buffers()) {
+    std::cerr << "chorus_perf: --device: backend " << p.backend << " takes host buffers only\n";
+    return 1;
+  }
+  if (p.device) {
+    Status dev = kernels::cuda::DeviceStatus();
+    if (!dev.ok()) {
+      std::cerr << "chorus_perf: --device (backend " << p.backend << "): " << dev.message() << "\n";
+      return 1;
+    }
+  }
   Status st = backend.value()->Supports(p.coll, p.dtype, p.op);
   if (!st.ok()) {
     std::cerr << "chorus_perf: " << st.ToString() << "\n";

@@ -34,7 +34,7 @@ const std::map<std::string, std::string>& ShortFlags() {
   return m;
 }
 
-bool IsBoolFlag(const std::string& f) { return f == "--progress" || f == "--help"; }
+bool IsBoolFlag(const std::string& f) { return f == "--progress" || f == "--help" || f == "--device"; }
 
 }  // namespace
 
@@ -42,7 +42,8 @@ std::string UsageText() {
   return "usage: chorus_perf [COLLECTIVE] [flags]\n"
          "  COLLECTIVE / --coll NAME   all_reduce (default), broadcast, reduce, all_gather, reduce_scatter,\n"
          "                             all_to_all, sendrecv, barrier, gather, scatter\n"
-         "  --backend chorus|gloo|mpi  library to measure (default chorus)\n"
+         "  --backend chorus|gloo|mpi|nccl  library to measure (default chorus; nccl is loaded at\n"
+         "                             run time and implies --device)\n"
          "  --algo NAME                backend variant (gloo all_reduce: ring, ring_chunked,\n"
          "                             halving_doubling, bcube, ring_legacy; chorus: what CHORUS_ALGO\n"
          "                             takes, e.g. ring, recursive_doubling, tree; default its selector)\n"
@@ -61,6 +62,9 @@ std::string UsageText() {
          "  --gloo-store DIR           gloo rendezvous through a FileStore in DIR (fresh, shared by all\n"
          "                             ranks) instead of the TCP store at MASTER_ADDR:MASTER_PORT\n"
          "  --timeout SECONDS          per-operation timeout (default 120)\n"
+         "  --device                   buffers in CUDA device memory (chorus, nccl); results checked on\n"
+         "                             host copies made outside the timed loop\n"
+         "  --nccl-lib PATH            NCCL to load (default $CHORUS_PERF_NCCL_LIB, else libnccl.so.2)\n"
          "env: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (gloo, chorus), CHORUS_SOCKET_IFNAME\n";
 }
 
@@ -105,6 +109,10 @@ Result<PerfOptions> ParseFlags(const std::vector<std::string>& args) {
       o.help = true;
     } else if (flag == "--progress") {
       o.progress = true;
+    } else if (flag == "--device") {
+      o.device = true;
+    } else if (flag == "--nccl-lib" || flag == "--nccl_lib") {
+      o.nccl_lib = value;
     } else if (flag == "--minbytes" || flag == "--maxbytes" || flag == "--stepbytes") {
       Result<int64_t> v = ParseByteSize(flag, value);
       if (!v.ok()) return v.status();
@@ -138,8 +146,8 @@ Result<PerfOptions> ParseFlags(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       o.coll = v.value();
     } else if (flag == "--backend") {
-      if (value != "chorus" && value != "gloo" && value != "mpi") {
-        return InvalidArgument("--backend expects chorus, gloo or mpi, got '" + value + "'");
+      if (value != "chorus" && value != "gloo" && value != "mpi" && value != "nccl") {
+        return InvalidArgument("--backend expects chorus, gloo, mpi or nccl, got '" + value + "'");
       }
       o.backend = value;
     } else if (flag == "--algo") {

@@ -32,6 +32,8 @@ struct PerfOptions {
   bool progress = false;
   std::string store;     // gloo rendezvous: empty = TCP store at MASTER_ADDR:MASTER_PORT, else a directory
   int timeout_s = 120;   // per-operation timeout for backends that support one
+  bool device = false;   // buffers in CUDA device memory (implied by --backend nccl)
+  std::string nccl_lib;  // --nccl-lib: NCCL to dlopen (default CHORUS_PERF_NCCL_LIB, else libnccl.so.2)
   bool help = false;
 };
 

@@ -8,7 +8,10 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <tuple>
+#include <utility>
 
+#include "kernels/cuda/device_memory.h"
 #include "tools/perf/pattern.h"
 
 namespace chorus {
@@ -18,10 +21,23 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Buffers aligned like malloc's large allocations; zeroed once so pages are mapped
-// before timing.
+// before timing. With --device the collectives run on `dev`, a device mirror of
+// `bytes`: inputs are filled on the host and uploaded, results downloaded to check.
 struct Buffer {
   std::vector<char> bytes;
+  kernels::cuda::DeviceBuffer dev;
   void* data() { return bytes.empty() ? nullptr : bytes.data(); }
+  Status Resize(size_t n, bool device) {
+    bytes.resize(n);
+    if (!device || dev.bytes() == n) return Status::Ok();
+    dev = kernels::cuda::DeviceBuffer();
+    Result<kernels::cuda::DeviceBuffer> d = kernels::cuda::DeviceBuffer::Allocate(n);
+    if (!d.ok()) return d.status();
+    dev = std::move(d.value());
+    return Status::Ok();
+  }
+  Status Upload() { return bytes.empty() ? Status::Ok() : kernels::cuda::CopyToDevice(dev.get(), bytes.data(), bytes.size()); }
+  Status Download() { return bytes.empty() ? Status::Ok() : kernels::cuda::CopyToHost(bytes.data(), dev.get(), bytes.size()); }
 };
 
 // Host names of all ranks, gathered through the backend itself (a uint8 all_gather of
@@ -43,32 +59,37 @@ Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in
                Buffer& recv_buf, ModeResult* result) {
   const size_t elt = DataTypeSize(o.dtype);
   const int rank = b.rank();
+  // The same layout on the host (filled, checked) and, with --device, on the device (run).
+  auto place = [&](void* send_base, void* recv_base) -> std::pair<void*, void*> {
+    if (!in_place) return {send_base, recv_base};
+    if (recv_base == nullptr) return {nullptr, nullptr};
+    char* base = static_cast<char*>(recv_base);
+    return {base + shape.inplace_send_offset * elt, base + shape.inplace_recv_offset * elt};
+  };
   void* send = nullptr;
   void* recv = nullptr;
-  if (in_place) {
-    char* base = static_cast<char*>(recv_buf.data());
-    send = base + shape.inplace_send_offset * elt;
-    recv = base + shape.inplace_recv_offset * elt;
-  } else {
-    send = send_buf.data();
-    recv = recv_buf.data();
-  }
+  std::tie(send, recv) = place(send_buf.data(), recv_buf.data());
   CallArgs args;
-  args.send = send;
-  args.recv = recv;
+  std::tie(args.send, args.recv) =
+      o.device ? place(send_buf.bytes.empty() ? nullptr : send_buf.dev.get(),
+                       recv_buf.bytes.empty() ? nullptr : recv_buf.dev.get())
+               : std::pair<void*, void*>(send, recv);
   args.count = shape.param_count;
   args.dtype = o.dtype;
   args.op = o.op;
   args.root = o.root;
 
-  auto fill = [&] {
-    if (o.coll == Collective::kBarrier) return;
+  auto fill = [&]() -> Status {
+    if (o.coll == Collective::kBarrier) return Status::Ok();
     if (in_place) ClearBuffer(o.dtype, std::max(shape.send_count, shape.recv_count), recv_buf.data());
     else ClearBuffer(o.dtype, shape.recv_count, recv);
     FillInput(o.coll, o.dtype, o.op, rank, shape.send_count, send);
+    if (!o.device) return Status::Ok();
+    CHORUS_RETURN_IF_ERROR(send_buf.Upload());
+    return recv_buf.Upload();
   };
 
-  fill();
+  CHORUS_RETURN_IF_ERROR(fill());
   for (int i = 0; i < o.warmup_iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
   CHORUS_RETURN_IF_ERROR(b.Barrier());
   const auto t0 = Clock::now();
@@ -83,8 +104,9 @@ Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in
   if (o.check && o.coll != Collective::kBarrier) {
     // Like nccl-tests: inputs are re-filled (in place they were overwritten) and one more
     // call's result is checked.
-    fill();
+    CHORUS_RETURN_IF_ERROR(fill());
     CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+    if (o.device) CHORUS_RETURN_IF_ERROR(recv_buf.Download());
     const int64_t wrong = CountWrong(o.coll, o.dtype, o.op, rank, b.size(), o.root, shape, recv);
     Result<double> total = b.AllReduceSumDouble(static_cast<double>(wrong));
     if (!total.ok()) return total.status();
@@ -136,8 +158,8 @@ Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& 
     }
     const size_t elt = DataTypeSize(o.dtype);
     const size_t buf_elems = std::max(shape.send_count, shape.recv_count);
-    send_buf.bytes.resize(shape.send_count * elt);
-    recv_buf.bytes.resize(buf_elems * elt);  // also the in-place buffer
+    CHORUS_RETURN_IF_ERROR(send_buf.Resize(shape.send_count * elt, o.device));
+    CHORUS_RETURN_IF_ERROR(recv_buf.Resize(buf_elems * elt, o.device));  // also the in-place buffer
 
     Line line;
     line.bytes = static_cast<int64_t>(shape.bytes);

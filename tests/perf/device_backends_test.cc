@@ -1,0 +1,124 @@
+// chorus_perf's device-buffer paths: --device and --backend nccl. Here (no GPU, no
+// NCCL) they must refuse with a clear message and no hang; on a machine with a GPU the
+// chorus --device sweep runs and checks its results (#wrong 0), and NCCL runs where
+// libnccl.so.2 can be loaded (tools/gpu/gpu_check.sh carries this test there).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/reduce_cuda.h"
+#include "tests/perf/launch.h"
+#include "tools/perf/nccl_lib.h"
+#include "tools/perf/options.h"
+
+namespace chorus {
+namespace perf {
+namespace {
+
+using testing::DataRows;
+using testing::ProcResult;
+
+std::vector<ProcResult> RunPerf(const std::string& backend, const std::vector<std::string>& args, int nranks,
+                                const std::map<std::string, std::string>& extra_env = {}) {
+  const int port = testing::FreePort();
+  std::vector<std::vector<std::string>> cmds;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int rank = 0; rank < nranks; ++rank) {
+    std::vector<std::string> cmd = {testing::ChorusPerfPath(), "--backend", backend, "--timeout", "30"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    cmds.push_back(cmd);
+    std::map<std::string, std::string> env = {{"RANK", std::to_string(rank)},
+                                              {"WORLD_SIZE", std::to_string(nranks)},
+                                              {"MASTER_ADDR", "127.0.0.1"},
+                                              {"MASTER_PORT", std::to_string(port)},
+                                              {"NCCL_HOSTID", "chorus_perf_test_" + std::to_string(rank)}};
+    for (const auto& kv : extra_env) env[kv.first] = kv.second;
+    envs.push_back(env);
+  }
+  return testing::RunAll(cmds, envs, std::chrono::seconds(90));
+}
+
+bool HaveGpu() { return kernels::cuda::DeviceStatus().ok(); }
+
+void ExpectAllChecked(const ProcResult& r0) {
+  const auto rows = DataRows(r0.output);
+  ASSERT_FALSE(rows.empty()) << r0.output;
+  for (const auto& row : rows) {
+    ASSERT_GE(row.size(), 13u) << r0.output;
+    EXPECT_EQ(row[8], "0") << "out-of-place #wrong\n" << r0.output;
+    EXPECT_EQ(row[12], "0") << "in-place #wrong\n" << r0.output;
+  }
+}
+
+TEST(DeviceFlagsTest, DeviceNcclLibAndBackendNcclParse) {
+  Result<PerfOptions> o = ParseFlags({"--backend", "nccl", "--device", "--nccl-lib", "/opt/nccl/libnccl.so.2"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->backend, "nccl");
+  EXPECT_TRUE(o->device);
+  EXPECT_EQ(o->nccl_lib, "/opt/nccl/libnccl.so.2");
+  EXPECT_FALSE(ParseFlags({})->device);
+}
+
+TEST(NcclLibTest, AMissingLibraryIsNamedWithTheWayOut) {
+  Result<std::unique_ptr<NcclLib>> lib = NcclLib::Load("/nonexistent/libnccl.so.2");
+  ASSERT_FALSE(lib.ok());
+  EXPECT_EQ(lib.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(lib.status().message().find("NCCL not found"), std::string::npos) << lib.status().message();
+  EXPECT_NE(lib.status().message().find("/nonexistent/libnccl.so.2"), std::string::npos);
+  EXPECT_NE(lib.status().message().find("--nccl-lib"), std::string::npos);
+}
+
+TEST(NcclLibTest, TypesAndOpsMapToNcclsEnums) {
+  int v = -1;
+  ASSERT_TRUE(NcclDataType(DataType::kFloat32, &v));
+  EXPECT_EQ(v, 7);
+  ASSERT_TRUE(NcclDataType(DataType::kBFloat16, &v));
+  EXPECT_EQ(v, 9);
+  ASSERT_TRUE(NcclDataType(DataType::kInt64, &v));
+  EXPECT_EQ(v, 4);
+  ASSERT_TRUE(NcclRedOp(ReduceOp::kMin, &v));
+  EXPECT_EQ(v, 3);
+  ASSERT_TRUE(NcclRedOp(ReduceOp::kAvg, &v));
+  EXPECT_EQ(v, 4);
+}
+
+TEST(DeviceRunTest, HostOnlyBackendsRefuseDeviceBuffers) {
+  std::vector<ProcResult> r = RunPerf("gloo", {"--device", "-b", "8", "-e", "8"}, 1);
+  EXPECT_FALSE(r[0].timed_out);
+  EXPECT_EQ(r[0].exit_code, 1) << r[0].output;
+  EXPECT_NE(r[0].output.find("--device: backend gloo takes host buffers only"), std::string::npos) << r[0].output;
+}
+
+TEST(DeviceRunTest, ChorusOnDeviceBuffersChecksItsResults) {
+  std::vector<ProcResult> r = RunPerf("chorus", {"--device", "-b", "8", "-e", "1M", "-f", "16", "-n", "3"}, 2);
+  if (!HaveGpu()) {
+    for (const ProcResult& p : r) {
+      EXPECT_FALSE(p.timed_out);
+      EXPECT_EQ(p.exit_code, 1) << p.output;
+      EXPECT_NE(p.output.find("no CUDA device"), std::string::npos) << p.output;
+    }
+    GTEST_SKIP() << "no GPU here: only the refusal was checked";
+  }
+  for (const ProcResult& p : r) EXPECT_EQ(p.exit_code, 0) << p.output;
+  ExpectAllChecked(r[0]);
+}
+
+TEST(DeviceRunTest, NcclSweepChecksItsResultsOrSaysWhyNot) {
+  std::vector<ProcResult> r = RunPerf("nccl", {"-b", "8", "-e", "1M", "-f", "16", "-n", "3"}, 2);
+  for (const ProcResult& p : r) EXPECT_FALSE(p.timed_out) << p.output;
+  if (!HaveGpu()) {
+    EXPECT_EQ(r[0].exit_code, 1) << r[0].output;
+    EXPECT_NE(r[0].output.find("no CUDA device"), std::string::npos) << r[0].output;
+    GTEST_SKIP() << "no GPU here: only the refusal was checked";
+  }
+  if (r[0].output.find("NCCL not found") != std::string::npos) {
+    GTEST_SKIP() << "GPU but no NCCL: " << r[0].output;
+  }
+  for (const ProcResult& p : r) EXPECT_EQ(p.exit_code, 0) << p.output;
+  ExpectAllChecked(r[0]);
+}
+
+}  // namespace
+}  // namespace perf
+}  // namespace chorus
