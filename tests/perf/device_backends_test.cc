@@ -69,6 +69,15 @@ TEST(NcclLibTest, AMissingLibraryIsNamedWithTheWayOut) {
   EXPECT_NE(lib.status().message().find("--nccl-lib"), std::string::npos);
 }
 
+// Where NCCL is installed (even without a GPU, as CUDA's toolkit here), every entry point
+// resolves and the version reads back.
+TEST(NcclLibTest, TheInstalledLibraryLoadsWithEveryEntryPoint) {
+  Result<std::unique_ptr<NcclLib>> lib = NcclLib::Load("");
+  if (!lib.ok()) GTEST_SKIP() << lib.status().message();
+  const std::string v = lib.value()->version();
+  EXPECT_EQ(v.rfind("2.", 0), 0u) << v;
+}
+
 TEST(NcclLibTest, TypesAndOpsMapToNcclsEnums) {
   int v = -1;
   ASSERT_TRUE(NcclDataType(DataType::kFloat32, &v));

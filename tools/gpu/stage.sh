@@ -13,6 +13,11 @@ rm -rf .gpu_bin && mkdir -p .gpu_bin
 cp "$bin/tests/kernels/cuda_reduce_test" "$bin/tests/chorus/device_api_test" "$bin/kernels/cuda/cuda_reduce_bench" \
   "$bin/tests/perf/device_backends_test" .gpu_bin/
 # Where device_backends_test looks for chorus_perf (TEST_SRCDIR=.gpu_bin).
-mkdir -p .gpu_bin/chorus/tools/perf
+mkdir -p .gpu_bin/chorus/tools/perf .gpu_bin/lib
 cp "$bin/tools/perf/chorus_perf" .gpu_bin/chorus/tools/perf/
+# chorus_perf links Debian's libgloo and Open MPI (and what they pull in), which the GPU
+# machine need not have: carry them (gpu_check.sh puts .gpu_bin/lib on LD_LIBRARY_PATH).
+ldd .gpu_bin/chorus/tools/perf/chorus_perf .gpu_bin/device_backends_test | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+  grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libudev|ld-linux[^/]*)\.so' | sort -u |
+  while read -r lib; do cp -L "$lib" .gpu_bin/lib/; done
 du -sh .gpu_bin | awk '{print "stage.sh: .gpu_bin ready (" $1 "): carry it to the device and run tools/gpu/gpu_check.sh"}'
