@@ -23,6 +23,10 @@ RecvMachine::Target RecvMachine::Next() {
     return {dest_.ptr, static_cast<size_t>(remaining_), true};
   }
   last_direct_ = false;
+  if (state_ == State::kHeader && last_len_ >= kDirectMin) {
+    // Fewer than a header's bytes are buffered (Process() parses a whole one).
+    return {staging_.get() + wpos_, kFrameHeaderSize - wpos_, false};
+  }
   return {staging_.get() + wpos_, cap_ - wpos_, false};
 }
 
@@ -45,6 +49,7 @@ Status RecvMachine::Process() {
       if (!h.ok()) return h.status();
       rpos_ += kFrameHeaderSize;
       cur_ = h.value();
+      last_len_ = cur_.len;
       dest_ = RecvDest{};
       if (cur_.type == FrameType::kAbort) {
         abort_reason_.assign(cur_.len, '\0');

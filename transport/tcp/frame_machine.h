@@ -39,7 +39,9 @@ class RecvMachine {
  public:
   // Headers and small payloads are received into staging so that one syscall can
   // bring many frames; payload remainders of at least kDirectMin go straight to
-  // their destination (zero copy).
+  // their destination (zero copy). After a frame of at least kDirectMin the next
+  // receive asks for a header only: large frames come in runs, and their payloads
+  // then land in place whole instead of up to kStagingBytes of each being copied.
   static constexpr size_t kStagingBytes = 256 << 10;
   static constexpr size_t kDirectMin = 32 << 10;
 
@@ -72,6 +74,7 @@ class RecvMachine {
   RecvDest dest_;
   uint64_t remaining_ = 0;  // payload bytes of cur_ still to come
   bool last_direct_ = false;
+  uint64_t last_len_ = 0;  // payload length of the last frame header parsed
   std::string abort_reason_;
 };
 
