@@ -114,8 +114,8 @@ void Inbox::ConsumeWake() {
   }
 }
 
-void RequestDeadlines::Track(const BasicRequestPtr& req) {
-  req->deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+void RequestDeadlines::Track(const BasicRequestPtr& req, Clock::time_point now) {
+  req->deadline = now + std::chrono::milliseconds(timeout_ms_);
   q_.push_back(req);
   if (q_.size() - head_ >= compact_at_) {  // an old request still pending: drop finished ones behind it
     q_.erase(std::remove_if(q_.begin() + static_cast<long>(head_), q_.end(),
@@ -133,9 +133,9 @@ void RequestDeadlines::PopFinished() {
   }
 }
 
-BasicRequestPtr RequestDeadlines::Expired() {
+BasicRequestPtr RequestDeadlines::Expired(Clock::time_point now) {
   PopFinished();
-  if (head_ == q_.size() || Clock::now() < q_[head_]->deadline) return nullptr;
+  if (head_ == q_.size() || now < q_[head_]->deadline) return nullptr;
   return q_[head_];
 }
 

@@ -96,9 +96,9 @@ class FirstError {
 class RequestDeadlines {
  public:
   explicit RequestDeadlines(int64_t timeout_ms) : timeout_ms_(timeout_ms) {}
-  void Track(const BasicRequestPtr& req);
+  void Track(const BasicRequestPtr& req, Clock::time_point now = Clock::now());
   // The oldest unfinished request once its deadline passed, else null.
-  BasicRequestPtr Expired();
+  BasicRequestPtr Expired(Clock::time_point now = Clock::now());
   // Milliseconds until the next deadline (-1: none), at most a minute.
   int NextTimeoutMs();
   // Every tracked request, for the final sweep of an abort; then forgets them.

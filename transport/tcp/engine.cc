@@ -27,7 +27,6 @@ constexpr auto kOtherDriverLook = std::chrono::microseconds(200);
 // A thread waiting for the lock looks at its own request this often.
 constexpr auto kLockLook = std::chrono::microseconds(50);
 
-int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
 std::string ErrnoText(int64_t res) { return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res)); }
 
@@ -100,7 +99,7 @@ void Engine::Loop() {
     {
       std::lock_guard<std::timed_mutex> lock(drive_mu_);
       engine_driving_.store(true);
-      const bool done = Step(-1, /*engine_thread=*/true);
+      const bool done = Step(Clock::now(), -1, /*engine_thread=*/true);
       engine_driving_.store(false);
       if (done) return;
     }
@@ -108,12 +107,12 @@ void Engine::Loop() {
   }
 }
 
-bool Engine::Step(int max_wait_ms, bool engine_thread, BasicRequest* wanted) {
+bool Engine::Step(Clock::time_point now, int max_wait_ms, bool engine_thread, BasicRequest* wanted) {
   if (finished_) return true;
-  DrainCommands();
+  DrainCommands(now);
   FailBrokenConns();
   FinalizeFailedPeers();
-  CheckTimeouts();
+  CheckTimeouts(now);
   if (!aborting_ && stopping_) {
     if (active_ == 0) return finished_ = true;
     BeginAbort(AbortedError("transport destroyed with " + std::to_string(active_) + " requests pending"));
@@ -121,7 +120,7 @@ bool Engine::Step(int max_wait_ms, bool engine_thread, BasicRequest* wanted) {
   if (aborting_ && ProgressAbort()) return finished_ = true;
   if (max_wait_ms == kNoPoll) return false;
   Status st;
-  if (!app_progress_ && Clock::now() - last_activity_ < std::chrono::microseconds(opts_.spin_us)) {
+  if (!app_progress_ && now - last_activity_ < std::chrono::microseconds(opts_.spin_us)) {
     // Busy a moment ago: the next request or byte is likely microseconds away, and
     // waking from a sleep costs tens of them. Poll, yielding the CPU between looks.
     st = poller_->Poll(0);
@@ -161,9 +160,9 @@ void Engine::Kick() {
   park_cv_.notify_one();
 }
 
-void Engine::LeaveDriving() {
+void Engine::LeaveDriving(Clock::time_point now) {
   app_driving_.store(false);
-  hand_back_at_.store(NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(kHandBack).count());
+  hand_back_at_.store(std::chrono::duration_cast<std::chrono::nanoseconds>((now + kHandBack).time_since_epoch()).count());
   const bool finished = finished_;
   drive_mu_.unlock();
   if (finished) Kick();  // the engine thread tears down
@@ -189,19 +188,23 @@ RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* b
   // the Wait() that drives).
   if (app_progress_ && kind == BasicRequest::Kind::kSend && !engine_driving_.load() && drive_mu_.try_lock()) {
     app_driving_.store(true);
-    Step(kNoPoll, /*engine_thread=*/false);  // epoll sends at once when the socket has room
-    LeaveDriving();
+    const auto now = Clock::now();
+    Step(now, kNoPoll, /*engine_thread=*/false);  // epoll sends at once when the socket has room
+    LeaveDriving(now);
   }
   return req;
 }
 
 void Engine::Drive(BasicRequest& req, Deadline deadline) {
-  const auto spin_until = Clock::now() + std::chrono::microseconds(opts_.spin_us);
-  while (!req.Test() && Clock::now() < deadline.at()) {
+  // One clock read per round: in a VM each costs a noticeable part of a short call.
+  auto now = Clock::now();
+  const auto spin_until = now + std::chrono::microseconds(opts_.spin_us);
+  while (!req.Test() && now < deadline.at()) {
     if (!drive_mu_.try_lock()) {
       if (!engine_driving_.load()) {
         // Another application thread drives: it completes this request too.
-        req.WaitUntil(std::min(deadline.at(), Clock::now() + kOtherDriverLook));
+        req.WaitUntil(std::min(deadline.at(), now + kOtherDriverLook));
+        now = Clock::now();
         continue;
       }
       // The engine thread drives (perhaps asleep in its poll): ask it to step aside.
@@ -213,12 +216,12 @@ void Engine::Drive(BasicRequest& req, Deadline deadline) {
       while (!(got = drive_mu_.try_lock_for(kLockLook)) && !req.Test() && Clock::now() < deadline.at()) {
       }
       app_want_.fetch_sub(1);
+      now = Clock::now();
       if (!got) continue;
     }
     app_driving_.store(true);
     bool finished = false;
     while (!req.Test()) {
-      const auto now = Clock::now();
       if (now >= deadline.at()) break;
       // Poll without sleeping for spin_us (the answer to a short message is a few
       // microseconds away), then sleep in the poll itself.
@@ -227,17 +230,14 @@ void Engine::Drive(BasicRequest& req, Deadline deadline) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at() - now).count();
         wait_ms = static_cast<int>(std::clamp<int64_t>(left + 1, 1, 100));
       }
-      if (wait_ms == 100) {
-        size_t txq = 0; int rin = 0;
-        for (auto& pp : peers_) for (auto& c : pp.conns) { txq += c->tx.empty() ? 0 : 1; rin += c->epoll_out; }
-      }
-      if (Step(wait_ms, /*engine_thread=*/false, &req)) {
+      if (Step(now, wait_ms, /*engine_thread=*/false, &req)) {
         finished = true;
         break;
       }
       if (wait_ms == 0 && !req.Test()) sched_yield();
+      now = Clock::now();
     }
-    LeaveDriving();
+    LeaveDriving(now);
     if (finished) break;  // every request has been completed, or will be by Exit()
   }
 }
@@ -252,12 +252,12 @@ void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, 
 
 // ---- Engine thread: commands ----
 
-void Engine::DrainCommands() {
+void Engine::DrainCommands(Clock::time_point now) {
   Inbox::Batch b = inbox_.Drain();
-  if (!b.posts.empty()) last_activity_ = Clock::now();
+  if (!b.posts.empty() && !app_progress_) last_activity_ = now;
   for (BasicRequestPtr& req : b.posts) {
     ++active_;
-    deadlines_.Track(req);
+    deadlines_.Track(req, now);
     if (aborting_) {
       Finish(req, abort_status_);
     } else if (req->kind() == BasicRequest::Kind::kSend) {
@@ -283,7 +283,7 @@ void Engine::DrainCommands() {
 void Engine::Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp) {
   if (req->Complete(st, remote_fp)) {
     --active_;
-    last_activity_ = Clock::now();
+    if (!app_progress_) last_activity_ = Clock::now();  // the io_uring engine's spin
   }
 }
 
@@ -654,9 +654,9 @@ bool Engine::ProgressAbort() {
   return true;
 }
 
-void Engine::CheckTimeouts() {
+void Engine::CheckTimeouts(Clock::time_point now) {
   if (aborting_) return;
-  BasicRequestPtr r = deadlines_.Expired();
+  BasicRequestPtr r = deadlines_.Expired(now);
   if (!r) return;
   // A request that outlived its deadline may still be written by the kernel: the only
   // safe way to give its buffer back is to stop the whole transport.

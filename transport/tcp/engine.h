@@ -110,15 +110,15 @@ class Engine final : public IoHandler, public RequestDriver {
   // timeouts, then a poll of at most max_wait_ms (-1: until the next deadline; none
   // once `wanted` is complete). Returns true once the engine has finished (stopped,
   // or aborted and drained).
-  bool Step(int max_wait_ms, bool engine_thread, BasicRequest* wanted = nullptr);
+  bool Step(Clock::time_point now, int max_wait_ms, bool engine_thread, BasicRequest* wanted = nullptr);
   static constexpr int kNoPoll = -2;  // Step(kNoPoll): commands only
   // Application progress: a thread that drove hands over to the engine thread only
   // after kHandBack without a driver.
   void Park();
   void Kick();
-  void LeaveDriving();
+  void LeaveDriving(Clock::time_point now);
 
-  void DrainCommands();
+  void DrainCommands(Clock::time_point now);
   void PostSend(const BasicRequestPtr& req);
   void PostRecv(const BasicRequestPtr& req);
   void SelfSend(const BasicRequestPtr& req);
@@ -138,7 +138,7 @@ class Engine final : public IoHandler, public RequestDriver {
   void BeginAbort(const Status& reason);
   void QueueAbortFrame(Conn* c);  // needs no send in flight on c
   bool ProgressAbort();  // true once everything is failed and no I/O is in flight
-  void CheckTimeouts();
+  void CheckTimeouts(Clock::time_point now);
   int NextTimeoutMs();
   std::string PeerDesc(int peer) const;  // "rank 1 (host h, 1.2.3.4:5)"
 
