@@ -70,13 +70,16 @@ void Inbox::RequestStop() {
   Wake();
 }
 
-Inbox::Batch Inbox::Drain() {
-  Batch b;
+void Inbox::Drain(Batch* out) {
+  out->posts.clear();
+  out->releases.clear();
+  out->abort = false;
+  out->abort_reason = Status::Ok();
+  out->stop = false;
   std::lock_guard<std::mutex> lock(mu_);
-  std::swap(b, pending_);
-  pending_.stop = b.stop;  // sticky
+  std::swap(*out, pending_);
+  pending_.stop = out->stop;  // sticky
   has_work_.store(false);
-  return b;
 }
 
 void Inbox::Close(const Status& reason) {

@@ -250,7 +250,8 @@ int Engine::PollCq() {
 }
 
 void Engine::Drain() {
-  Inbox::Batch b = inbox_.Drain();
+  Inbox::Batch& b = batch_;
+  inbox_.Drain(&b);
   for (BasicRequestPtr& req : b.posts) {
     ++active_;
     deadlines_.Track(req);

@@ -172,6 +172,7 @@ class Engine {
   std::vector<Peer> peers_;
   std::thread thread_;
   Inbox inbox_;
+  Inbox::Batch batch_;  // what the engine thread drains into (reused)
   RequestDeadlines deadlines_;
 
   std::mutex start_mu_;  // HELLO hand-shake results, for Start()

@@ -253,7 +253,8 @@ void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, 
 // ---- Engine thread: commands ----
 
 void Engine::DrainCommands(Clock::time_point now) {
-  Inbox::Batch b = inbox_.Drain();
+  Inbox::Batch& b = batch_;
+  inbox_.Drain(&b);
   if (!b.posts.empty() && !app_progress_) last_activity_ = now;
   for (BasicRequestPtr& req : b.posts) {
     ++active_;

@@ -166,6 +166,7 @@ class Engine final : public IoHandler, public RequestDriver {
 
   // The driving thread only (under drive_mu_).
   bool finished_ = false;
+  Inbox::Batch batch_;  // what DrainCommands works on (reused)
   Clock::time_point last_activity_{};  // a request posted or finished
   int64_t active_ = 0;  // posted requests not yet finished
   bool stopping_ = false;
