@@ -19,22 +19,9 @@ using testing::ProcResult;
 
 std::vector<ProcResult> RunChorus(const std::vector<std::string>& args, int nranks = 2,
                                   const std::map<std::string, std::string>& extra_env = {}) {
-  const int port = testing::FreePort();
-  std::vector<std::vector<std::string>> cmds;
-  std::vector<std::map<std::string, std::string>> envs;
-  for (int rank = 0; rank < nranks; ++rank) {
-    std::vector<std::string> cmd = {testing::ChorusPerfPath(), "--backend", "chorus", "--timeout", "30"};
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    cmds.push_back(cmd);
-    std::map<std::string, std::string> env = {{"RANK", std::to_string(rank)},
-                                              {"WORLD_SIZE", std::to_string(nranks)},
-                                              {"MASTER_ADDR", "127.0.0.1"},
-                                              {"MASTER_PORT", std::to_string(port)},
-                                              {"CHORUS_ALGO", ""}};
-    for (const auto& kv : extra_env) env[kv.first] = kv.second;
-    envs.push_back(env);
-  }
-  return testing::RunAll(cmds, envs, std::chrono::seconds(60));
+  testing::EnvMap env = {{"CHORUS_ALGO", ""}};
+  for (const auto& kv : extra_env) env[kv.first] = kv.second;
+  return testing::RunPerfRanks("chorus", args, nranks, env, std::chrono::seconds(60));
 }
 
 // Asserts a clean run and returns rank 0's output.

@@ -19,24 +19,11 @@ namespace {
 using testing::DataRows;
 using testing::ProcResult;
 
-std::vector<ProcResult> RunPerf(const std::string& backend, const std::vector<std::string>& args, int nranks,
-                                const std::map<std::string, std::string>& extra_env = {}) {
-  const int port = testing::FreePort();
-  std::vector<std::vector<std::string>> cmds;
-  std::vector<std::map<std::string, std::string>> envs;
-  for (int rank = 0; rank < nranks; ++rank) {
-    std::vector<std::string> cmd = {testing::ChorusPerfPath(), "--backend", backend, "--timeout", "30"};
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    cmds.push_back(cmd);
-    std::map<std::string, std::string> env = {{"RANK", std::to_string(rank)},
-                                              {"WORLD_SIZE", std::to_string(nranks)},
-                                              {"MASTER_ADDR", "127.0.0.1"},
-                                              {"MASTER_PORT", std::to_string(port)},
-                                              {"NCCL_HOSTID", "chorus_perf_test_" + std::to_string(rank)}};
-    for (const auto& kv : extra_env) env[kv.first] = kv.second;
-    envs.push_back(env);
-  }
-  return testing::RunAll(cmds, envs, std::chrono::seconds(90));
+// Two ranks on one GPU: NCCL accepts them with a host id each (its socket transport).
+testing::EnvMap HostId(int rank) { return {{"NCCL_HOSTID", "chorus_perf_test_" + std::to_string(rank)}}; }
+
+std::vector<ProcResult> RunPerf(const std::string& backend, const std::vector<std::string>& args, int nranks) {
+  return testing::RunPerfRanks(backend, args, nranks, {}, std::chrono::seconds(90), HostId);
 }
 
 bool HaveGpu() { return kernels::cuda::DeviceStatus().ok(); }

@@ -74,6 +74,28 @@ std::vector<ProcResult> RunAll(const std::vector<std::vector<std::string>>& comm
   return results;
 }
 
+std::vector<ProcResult> RunPerfRanks(const std::string& backend, const std::vector<std::string>& args, int nranks,
+                                     const EnvMap& env, std::chrono::seconds timeout, EnvMap (*rank_env)(int rank)) {
+  const int port = FreePort();
+  std::vector<std::vector<std::string>> cmds;
+  std::vector<EnvMap> envs;
+  for (int rank = 0; rank < nranks; ++rank) {
+    std::vector<std::string> cmd = {ChorusPerfPath(), "--backend", backend, "--timeout", "30"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    cmds.push_back(cmd);
+    EnvMap e = {{"RANK", std::to_string(rank)},
+                {"WORLD_SIZE", std::to_string(nranks)},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", std::to_string(port)}};
+    for (const auto& kv : env) e[kv.first] = kv.second;
+    if (rank_env != nullptr) {
+      for (const auto& kv : rank_env(rank)) e[kv.first] = kv.second;
+    }
+    envs.push_back(e);
+  }
+  return RunAll(cmds, envs, timeout);
+}
+
 std::string ChorusPerfPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const std::string candidate = std::string(srcdir ? srcdir : ".") + "/chorus/tools/perf/chorus_perf";

@@ -28,6 +28,15 @@ std::vector<ProcResult> RunAll(const std::vector<std::vector<std::string>>& comm
 
 // The chorus_perf binary in the test's runfiles.
 std::string ChorusPerfPath();
+
+// `nranks` chorus_perf ranks of `backend` on loopback with torchrun's variables (RANK,
+// WORLD_SIZE, MASTER_ADDR=127.0.0.1, a fresh MASTER_PORT), each run as
+// `chorus_perf --backend B --timeout 30 ARGS...` with `env` and then `rank_env(rank)`
+// added, bounded by `timeout`.
+using EnvMap = std::map<std::string, std::string>;
+std::vector<ProcResult> RunPerfRanks(const std::string& backend, const std::vector<std::string>& args, int nranks,
+                                     const EnvMap& env, std::chrono::seconds timeout,
+                                     EnvMap (*rank_env)(int rank) = nullptr);
 // A TCP port that was free a moment ago (the one picker every test shares).
 using chorus::testing::FreePort;
 // Lines of a chorus_perf table (not starting with '#'), split on whitespace.
