@@ -112,8 +112,16 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       char* mine = At(recv, p.chunk.offset, es);
       if (p.step <= last_rs_step) {
         // Reduce-scatter: accumulate the partial sum from upstream with our own data.
-        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, mine, At(send, p.chunk.offset, es),
-                                               p.scratch ? p.scratch : mine, p.chunk.count));
+        // Out of place every receive is posted, so bytes moved while we reduce land in
+        // place; in place they would mostly arrive before their receive (and be copied
+        // twice), so there the wire waits for the next Wait.
+        if (in_place) {
+          CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, mine, At(send, p.chunk.offset, es),
+                                                 p.scratch ? p.scratch : mine, p.chunk.count));
+        } else {
+          CHORUS_RETURN_IF_ERROR(
+              ReduceMovingBytes(ctx, dtype, op, mine, At(send, p.chunk.offset, es), mine, p.chunk.count));
+        }
         // Complete after the last reduce-scatter step: AVG divides here, once, before
         // the all-gather spreads the result.
         if (p.step == last_rs_step && op == ReduceOp::kAvg) {

@@ -5,11 +5,13 @@
 // the transport reads user buffers until then.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <utility>
 
 #include "algos/context.h"
 #include "algos/fingerprint.h"
+#include "kernels/reduce.h"
 
 namespace chorus::algos {
 
@@ -51,6 +53,23 @@ inline transport::RequestPtr PostRecv(const Context& ctx, int peer, uint32_t ste
 
 inline Status Wait(const Context& ctx, transport::Request& req, int peer) {
   return WaitRequest(ctx, req, peer, DescribeFingerprint);
+}
+
+// dst = a op b in slices of 64 KiB, letting the transport move bytes between slices: a
+// transport driven by its callers (TCP) sends and receives nothing while this thread
+// computes, so a long reduction would leave the wire idle.
+inline Status ReduceMovingBytes(const Context& ctx, DataType dtype, ReduceOp op, void* dst, const void* a,
+                                const void* b, size_t count) {
+  const size_t es = DataTypeSize(dtype);
+  const size_t slice = std::max<size_t>(1, (64 << 10) / es);
+  for (size_t off = 0; off < count; off += slice) {
+    const size_t n = std::min(slice, count - off);
+    CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, static_cast<char*>(dst) + off * es,
+                                           static_cast<const char*>(a) + off * es,
+                                           static_cast<const char*>(b) + off * es, n));
+    if (off + n < count) ctx.transport.Progress();
+  }
+  return Status::Ok();
 }
 
 // Runs an algorithm's body, which may post requests into scratch memory the caller

@@ -53,6 +53,10 @@ class Transport {
   // again (a finished collective's tags), so the transport may forget their matching
   // state. Tags with pending messages are kept.
   virtual void ReleaseTags(uint64_t first, uint64_t last) = 0;
+  // Moves queued bytes without blocking, where the transport is driven by the threads
+  // that use it (TCP with application progress); elsewhere nothing. For algorithms
+  // that compute for a while between waits.
+  virtual void Progress() {}
   // Fails every posted and future request with `reason`, tells connected peers
   // (they fail their requests with a message naming this rank and the reason), and
   // returns only after the engine stopped touching user buffers. Idempotent.

@@ -195,6 +195,14 @@ RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* b
   return req;
 }
 
+void Engine::Progress() {
+  if (!app_progress_ || engine_driving_.load() || app_driving_.load() || !drive_mu_.try_lock()) return;
+  app_driving_.store(true);
+  const auto now = Clock::now();
+  Step(now, 0, /*engine_thread=*/false);
+  LeaveDriving(now);
+}
+
 void Engine::Drive(BasicRequest& req, Deadline deadline) {
   // One clock read per round: in a VM each costs a noticeable part of a short call.
   auto now = Clock::now();

@@ -64,6 +64,8 @@ class Engine final : public IoHandler, public RequestDriver {
   Status health() { return health_.Get(); }
   // Application threads waiting on a request (application progress only).
   void Drive(BasicRequest& req, Deadline deadline) override;
+  // One non-blocking round of I/O when nobody drives (application progress only).
+  void Progress();
   const std::string& engine_name() const { return engine_name_; }
 
   // Engine thread: results from the poller and frames from the state machines.

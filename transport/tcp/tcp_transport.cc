@@ -190,6 +190,10 @@ void TcpTransport::Abort(const Status& reason) {
   }
 }
 
+void TcpTransport::Progress() {
+  if (engine_) engine_->Progress();
+}
+
 Status TcpTransport::health() { return engine_ ? engine_->health() : pre_connect_error_; }
 
 std::string TcpTransport::Describe() const {

@@ -60,6 +60,7 @@ class TcpTransport final : public Transport {
   RequestPtr Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint = 0) override;
   RequestPtr Recv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint = 0) override;
   void ReleaseTags(uint64_t first, uint64_t last) override;
+  void Progress() override;
   void Abort(const Status& reason) override;
   Status health() override;
   std::string Describe() const override;
