@@ -25,8 +25,9 @@
 //     (one chunk out per chunk in), so that the peer's receives are mostly posted
 //     when our chunks land.
 #include <cstdint>
+#include <algorithm>
 #include <deque>
-#include <vector>
+#include <memory>
 
 #include "algos/buffer.h"
 #include "algos/chunking.h"
@@ -72,7 +73,10 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
 
   const bool in_place = send == recv;
   const size_t rs_window = in_place ? kRecvsInFlight : SIZE_MAX;
-  std::vector<char> scratch(in_place ? kRecvsInFlight * chunk_elems * es : 0);
+  // Scratch for the in-place reduce-scatter: one slot per receive in flight, each as
+  // large as a chunk can be here (a block may be smaller than a chunk).
+  const size_t slot_elems = std::min(chunk_elems, EvenBlock(count, n, 0).count);
+  std::unique_ptr<char[]> scratch(in_place ? new char[kRecvsInFlight * slot_elems * es] : nullptr);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
     std::deque<PostedRecv> rs, ag;  // posted, in the order they are processed
@@ -81,7 +85,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     size_t rs_count = 0;
     auto post_rs = [&] {
       const Span c = rs_walk.chunk();
-      char* slot = in_place ? scratch.data() + (rs_count++ % kRecvsInFlight) * chunk_elems * es : nullptr;
+      char* slot = in_place ? scratch.get() + (rs_count++ % kRecvsInFlight) * slot_elems * es : nullptr;
       char* dst = slot ? slot : At(recv, c.offset, es);
       rs.push_back(PostedRecv{PostRecv(ctx, prev, rs_walk.step(), dst, c.count * es), rs_walk.step(), c, slot});
       rs_walk.Next();
