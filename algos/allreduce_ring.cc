@@ -13,6 +13,10 @@
 // recv is the accumulator: reduce(send_block, received) -> recv_block, which is also
 // correct in place (send == recv). The send buffer is never written.
 //
+// On streamed device stand-ins (ctx.staging) every input chunk is waited for before it
+// is sent or reduced, and every block is reported final where it becomes complete: at
+// its last reduce-scatter step here, or when its all-gather receive lands.
+//
 // Receives are posted before their data can arrive wherever memory allows (a TCP
 // transport buffers and copies a message that arrives first):
 //   - all-gather receives, all up front. They overwrite blocks this rank forwarded
@@ -57,7 +61,9 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
   const int r = ctx.rank();
   const size_t es = DataTypeSize(dtype);
   if (n == 1) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
     CopyIfDistinct(recv, send, count * es);
+    OutputFinal(ctx, 0, count * es);
     return Status::Ok();
   }
   const int next = (r + 1) % n;
@@ -101,12 +107,15 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     // first chunks now, then one per step-0 chunk received).
     ChunkWalk own(1, chunk_elems, [&](int) { return EvenBlock(count, n, r); });
     size_t own_posted = 0, step0_done = 0;
-    auto post_own = [&](size_t upto) {
+    auto post_own = [&](size_t upto) -> Status {
       for (; !own.done() && own_posted < upto; own.Next(), ++own_posted) {
-        sends.Post(next, 0, At(send, own.chunk().offset, es), own.chunk().count * es);
+        const Span c = own.chunk();
+        CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
+        sends.Post(next, 0, At(send, c.offset, es), c.count * es);
       }
+      return Status::Ok();
     };
-    post_own(in_place ? kRecvsInFlight : SIZE_MAX);
+    CHORUS_RETURN_IF_ERROR(post_own(in_place ? kRecvsInFlight : SIZE_MAX));
 
     while (!rs.empty() || !ag.empty()) {
       std::deque<PostedRecv>& q = rs.empty() ? ag : rs;
@@ -114,7 +123,9 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       q.pop_front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
       char* mine = At(recv, p.chunk.offset, es);
+      const size_t off = p.chunk.offset * es, len = p.chunk.count * es;
       if (p.step <= last_rs_step) {
+        CHORUS_RETURN_IF_ERROR(InputReady(ctx, off, len));
         // Reduce-scatter: accumulate the partial sum from upstream with our own data.
         // Out of place every receive is posted, so bytes moved while we reduce land in
         // place; in place they would mostly arrive before their receive (and be copied
@@ -131,13 +142,16 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
         if (p.step == last_rs_step && op == ReduceOp::kAvg) {
           CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, mine, p.chunk.count, n));
         }
+        if (p.step == last_rs_step) OutputFinal(ctx, off, len);  // this block is complete here
         if (!rs_walk.done()) post_rs();  // the scratch slot just consumed is free again
+      } else {
+        OutputFinal(ctx, off, len);  // all-gather: received complete
       }
       // Pace our own block; once step 0 is over, the rest of it goes at once.
       step0_done += p.step == 0 ? 1 : 0;
-      post_own(!rs.empty() && rs.front().step == 0 ? step0_done + kRecvsInFlight : SIZE_MAX);
+      CHORUS_RETURN_IF_ERROR(post_own(!rs.empty() && rs.front().step == 0 ? step0_done + kRecvsInFlight : SIZE_MAX));
       // Forward what we just produced (or received, in the all-gather) at the next step.
-      if (p.step + 1 < steps) sends.Post(next, static_cast<uint32_t>(p.step + 1), mine, p.chunk.count * es);
+      if (p.step + 1 < steps) sends.Post(next, static_cast<uint32_t>(p.step + 1), mine, len);
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();

@@ -3,6 +3,7 @@
 // every message of the call carries, and the deadline.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -18,16 +19,39 @@ inline uint64_t CollectiveTag(uint64_t seq, uint32_t step) {
   return (uint64_t{1} << 63) | ((seq & 0xffffffffull) << 16) | (step & 0xffffu);
 }
 
+// Host stand-ins of device buffers that are filled and drained while the algorithm
+// runs (chorus/staging_pipeline.h): the device-to-host copy of the input proceeds in
+// segments and the results go back as soon as they are final, so both copies overlap
+// the wire. An algorithm that streams (Streams() in collectives.h) touches an input
+// range only after WaitInput returned OK for it, and reports every byte of its result
+// final exactly once, after its last write there. Offsets are bytes of the call's
+// data (count * element size), the same for the send and the recv buffer.
+class StreamStaging {
+ public:
+  virtual ~StreamStaging() = default;
+  virtual Status WaitInput(size_t offset, size_t bytes) = 0;
+  virtual void OutputFinal(size_t offset, size_t bytes) = 0;
+};
+
 struct Context {
   transport::Transport& transport;
   uint64_t seq;            // per-communicator sequence number of this collective
   uint64_t fingerprint;    // describes the call; peers must present the same one
   Deadline deadline;
+  StreamStaging* staging = nullptr;  // set only where the buffers are streamed stand-ins
 
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   uint64_t tag(uint32_t step) const { return CollectiveTag(seq, step); }
 };
+
+// The staging hooks, which cost nothing on plain host buffers.
+inline Status InputReady(const Context& ctx, size_t offset, size_t bytes) {
+  return ctx.staging != nullptr ? ctx.staging->WaitInput(offset, bytes) : Status::Ok();
+}
+inline void OutputFinal(const Context& ctx, size_t offset, size_t bytes) {
+  if (ctx.staging != nullptr) ctx.staging->OutputFinal(offset, bytes);
+}
 
 // Waits for a request; turns a fingerprint mismatch into an error naming both calls
 // (via `describe`, which renders a fingerprint as text).

@@ -50,6 +50,8 @@ const char* AlgorithmName(Algorithm a) {
   return "unknown";
 }
 
+bool Streams(Collective c, Algorithm a) { return c == Collective::kAllReduce && a == Algorithm::kRing; }
+
 Result<Algorithm> ParseAlgorithm(const std::string& name) {
   const Algorithm all[] = {Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kTree,
                            Algorithm::kLinear, Algorithm::kPairwise,          Algorithm::kDissemination};

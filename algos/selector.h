@@ -22,6 +22,10 @@ enum class Algorithm {
 };
 
 const char* AlgorithmName(Algorithm a);
+// Whether the algorithm waits for its input and reports its final output through the
+// staging hooks (context.h); device buffers are streamed through host stand-ins only
+// for those, and staged whole before and after the others.
+bool Streams(Collective c, Algorithm a);
 Result<Algorithm> ParseAlgorithm(const std::string& name);
 
 struct Choice {

@@ -185,7 +185,8 @@ DeviceIo P2PIo(bool is_send, void* buf, size_t bytes) {
 }  // namespace
 
 HostRun CommunicatorImpl::P2PRun(bool is_send, size_t bytes, int peer, uint32_t tag, std::string what) {
-  return [this, is_send, bytes, peer, tag, what = std::move(what)](const void* send, void* recv) {
+  return [this, is_send, bytes, peer, tag, what = std::move(what)](const void* send, void* recv,
+                                                                     algos::StreamStaging*) {
     return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what).Wait();
   };
 }
@@ -211,7 +212,7 @@ Status CommunicatorImpl::RunP2P(bool is_send, void* buf, size_t bytes, int peer,
                          Deadline::AfterMs(config_.timeout_ms));
 }
 
-Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call) {
+Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io) {
   CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
   CHORUS_RETURN_IF_ERROR(CheckUsable());
   const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_);
@@ -222,10 +223,13 @@ Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call) {
   CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
                                                             << algos::AlgorithmName(choice.algorithm) << " ("
                                                             << choice.reason << ")");
-  return HostRun([this, ctx, call, algorithm = choice.algorithm](const void* send, void* recv) mutable {
+  io->streamed = algos::Streams(call.kind, choice.algorithm);
+  return HostRun([this, ctx, call, algorithm = choice.algorithm](const void* send, void* recv,
+                                                                 algos::StreamStaging* staging) mutable {
     CollectiveCall on = call;  // the caller's buffers, or their host stand-ins
     on.send = send;
     on.recv = recv;
+    ctx.staging = staging;
     ctx.deadline = Deadline::AfterMs(config_.timeout_ms);  // from the start of the run, not of the queueing
     Status st = Dispatch(ctx, on, algorithm, tuning_);
     if (!st.ok()) {
@@ -248,24 +252,24 @@ Result<IoPlace> CommunicatorImpl::PlaceOf(const CollectiveCall& call, const Devi
 }
 
 Status CommunicatorImpl::Run(const CollectiveCall& call) {
-  const DeviceIo io = CallIo(call, rank_, size_);
+  DeviceIo io = CallIo(call, rank_, size_);
   Result<IoPlace> place = PlaceOf(call, io);
   if (!place.ok()) return place.status();
-  Result<HostRun> run = Prepare(call);
+  Result<HostRun> run = Prepare(call, &io);
   if (!run.ok()) return run.status();
-  if (place.value() == IoPlace::kHost) return run.value()(call.send, call.recv);
+  if (place.value() == IoPlace::kHost) return run.value()(call.send, call.recv, nullptr);
   return device_->RunNow(io, run.value(), Deadline::AfterMs(config_.timeout_ms));
 }
 
 Work CommunicatorImpl::Post(const CollectiveCall& call) {
-  const DeviceIo io = CallIo(call, rank_, size_);
+  DeviceIo io = CallIo(call, rank_, size_);
   Result<IoPlace> place = PlaceOf(call, io);
   if (!place.ok()) return Work::Failed(place.status());
-  Result<HostRun> run = Prepare(call);
+  Result<HostRun> run = Prepare(call, &io);
   if (!run.ok()) return Work::Failed(run.status());
   auto state = std::make_shared<TaskState>(std::chrono::milliseconds(config_.timeout_ms));
   if (place.value() == IoPlace::kHost) {
-    executor_->Post([run = std::move(run.value()), call] { return run(call.send, call.recv); }, state);
+    executor_->Post([run = std::move(run.value()), call] { return run(call.send, call.recv, nullptr); }, state);
   } else {
     executor_->Post(
         [this, run = std::move(run.value()), io] {
@@ -276,26 +280,26 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
   return Work(state);
 }
 
-Work CommunicatorImpl::EnqueueOn(void* stream, const DeviceIo& io, const std::string& what,
-                                 const std::function<Result<HostRun>()>& prepare) {
+Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& what,
+                                 const std::function<Result<HostRun>(DeviceIo*)>& prepare) {
   Status st = CheckStreamIo(io, what);
   if (st.ok()) st = device_->Ready().WithContext(what);
   if (!st.ok()) return Work::Failed(st);
-  Result<HostRun> run = prepare();
+  Result<HostRun> run = prepare(&io);
   if (!run.ok()) return Work::Failed(run.status());
   return device_->Enqueue(stream, io, std::move(run.value()), *executor_, config_.timeout_ms, what,
                           [this](const Status& why) { transport_->Abort(why); });
 }
 
 Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
-  return EnqueueOn(stream, CallIo(call, rank_, size_), CallName(call, rank_), [&] { return Prepare(call); });
+  return EnqueueOn(stream, CallIo(call, rank_, size_), CallName(call, rank_), [&](DeviceIo* io) { return Prepare(call, io); });
 }
 
 Work CommunicatorImpl::EnqueueP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, void* stream) {
   Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
   if (!what.ok()) return Work::Failed(what.status());
   return EnqueueOn(stream, P2PIo(is_send, buf, bytes), what.value(),
-                   [&]() -> Result<HostRun> { return P2PRun(is_send, bytes, peer, tag, what.value()); });
+                   [&](DeviceIo*) -> Result<HostRun> { return P2PRun(is_send, bytes, peer, tag, what.value()); });
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {

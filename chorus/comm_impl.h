@@ -59,7 +59,8 @@ class CommunicatorImpl {
   Status CheckUsable() const;
   // Validates the call, picks the algorithm, takes the sequence number; the result
   // runs the call on the buffers it is given (the caller's, or host stand-ins).
-  Result<HostRun> Prepare(const CollectiveCall& call);
+  // Marks `io` streamed where the chosen algorithm uses the staging hooks.
+  Result<HostRun> Prepare(const CollectiveCall& call, DeviceIo* io);
   // Validates a send/recv; the result describes it for errors.
   Result<std::string> CheckP2P(bool is_send, const void* buf, size_t bytes, int peer, uint32_t tag);
   Work PostP2PHost(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, std::string what);
@@ -69,8 +70,8 @@ class CommunicatorImpl {
   Result<IoPlace> PlaceOf(const CollectiveCall& call, const DeviceIo& io) const;
   // The stream forms' common path: checks the buffers and CUDA before `prepare`
   // takes a sequence number, then enqueues.
-  Work EnqueueOn(void* stream, const DeviceIo& io, const std::string& what,
-                 const std::function<Result<HostRun>()>& prepare);
+  Work EnqueueOn(void* stream, DeviceIo io, const std::string& what,
+                 const std::function<Result<HostRun>(DeviceIo*)>& prepare);
 
   Config config_;
   rendezvous::InitSpec spec_;

@@ -1,9 +1,11 @@
 #include "chorus/device_calls.h"
 
 #include <cstdio>
+#include <deque>
 #include <tuple>
 #include <utility>
 
+#include "chorus/staging_pipeline.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/stream_ops.h"
 
@@ -28,6 +30,36 @@ Status Reserve(cuda::PinnedBuffer& b, size_t bytes) {
   b = std::move(n.value());
   return Status::Ok();
 }
+
+// The segment of a streamed call's buffers: large enough that a copy runs near full
+// speed, small against a ring chunk's trip so the first one waits little.
+constexpr size_t kStagingSegment = 2 << 20;
+
+// A CopyEngine on a CUDA stream: a mark after each copy.
+class CudaCopies final : public CopyEngine {
+ public:
+  explicit CudaCopies(const cuda::CopyStream& stream) : stream_(stream) {}
+  Result<uint64_t> Start(void* dst, const void* src, size_t bytes) override {
+    Result<cuda::StreamMark> m = stream_.Start(dst, src, bytes);
+    if (!m.ok()) return m.status();
+    marks_.push_back(std::move(m.value()));
+    return first_ + marks_.size() - 1;
+  }
+  Status Wait(uint64_t ticket, Deadline deadline) override {
+    if (ticket < first_) return Status::Ok();
+    CHORUS_RETURN_IF_ERROR(marks_[ticket - first_].Wait(deadline, "staging copy"));
+    // In order: every mark up to this one is done and can go.
+    const uint64_t done = ticket - first_ + 1;
+    marks_.erase(marks_.begin(), marks_.begin() + static_cast<std::ptrdiff_t>(done));
+    first_ += done;
+    return Status::Ok();
+  }
+
+ private:
+  const cuda::CopyStream& stream_;
+  std::deque<cuda::StreamMark> marks_;
+  uint64_t first_ = 0;  // the ticket of marks_.front()
+};
 
 }  // namespace
 
@@ -57,7 +89,8 @@ Status CheckStreamIo(const DeviceIo& io, const std::string& what) {
 }
 
 struct DeviceCalls::Staging {
-  cuda::CopyStream copies;
+  cuda::CopyStream copies;  // to the host (and everything back, when not streamed)
+  cuda::CopyStream back;    // streamed results back to the device
   cuda::PinnedBuffer in, out;
 };
 
@@ -77,7 +110,9 @@ Status DeviceCalls::Init() {
   Result<cuda::StreamGate> gate = cuda::StreamGate::Create();
   Result<cuda::CopyStream> c1 = cuda::CopyStream::Create();
   Result<cuda::CopyStream> c2 = cuda::CopyStream::Create();
-  for (const Status& st : {gate.status(), c1.status(), c2.status()}) {
+  Result<cuda::CopyStream> b1 = cuda::CopyStream::Create();
+  Result<cuda::CopyStream> b2 = cuda::CopyStream::Create();
+  for (const Status& st : {gate.status(), c1.status(), c2.status(), b1.status(), b2.status()}) {
     if (!st.ok()) {
       init_error_ = st.WithContext("setting up device-buffer staging");
       return init_error_;
@@ -86,6 +121,8 @@ Status DeviceCalls::Init() {
   res->gate = std::move(gate.value());
   res->executor.copies = std::move(c1.value());
   res->caller.copies = std::move(c2.value());
+  res->executor.back = std::move(b1.value());
+  res->caller.back = std::move(b2.value());
   res_ = std::move(res);
   return Status::Ok();
 }
@@ -100,9 +137,18 @@ Status DeviceCalls::Stage(Staging& s, const DeviceIo& io, const HostRun& run, De
   CHORUS_RETURN_IF_ERROR(Reserve(s.in, aliased ? 0 : io.send_bytes));
   char* host_recv = io.recv_bytes ? s.out.get() : nullptr;
   char* host_send = aliased ? host_recv + (send - recv) : (io.send_bytes ? s.in.get() : nullptr);
-  CHORUS_RETURN_IF_ERROR(s.copies.Copy(host_send, send, io.send_bytes, deadline));
-  CHORUS_RETURN_IF_ERROR(run(host_send, host_recv));
-  return s.copies.Copy(recv, host_recv, io.recv_bytes, deadline);
+  if (!io.streamed) {
+    CHORUS_RETURN_IF_ERROR(s.copies.Copy(host_send, send, io.send_bytes, deadline));
+    CHORUS_RETURN_IF_ERROR(run(host_send, host_recv, nullptr));
+    return s.copies.Copy(recv, host_recv, io.recv_bytes, deadline);
+  }
+  CudaCopies to_host(s.copies), to_device(s.back);
+  StagingPipeline pipeline(to_host, to_device, kStagingSegment, deadline);
+  Status st = pipeline.BeginInput(host_send, send, io.send_bytes);
+  pipeline.SetOutput(recv, host_recv, io.recv_bytes);
+  if (st.ok()) st = run(host_send, host_recv, &pipeline);
+  Status done = pipeline.Finish(st.ok());
+  return st.ok() ? done : st;
 }
 
 Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executor& executor, int64_t timeout_ms,

@@ -9,6 +9,10 @@
 //   run the host operation on the staging      // the same algorithms as host buffers
 //   copy the results to the device outputs
 //   open the gate                              // work enqueued after the call runs
+// For an algorithm that streams (algos::Streams: the ring all-reduce) the three middle
+// steps overlap (chorus/staging_pipeline.h): the input comes over in 2 MiB segments
+// that the algorithm waits for one by one, and each segment of the result goes back
+// as soon as it is final.
 // The gate opens on failure too (the outputs are then undefined, as with NCCL); the
 // Work carries the error, and a failed collective aborts the communicator as usual.
 //
@@ -21,8 +25,8 @@
 // order them compatibly (one sends first, the other receives first), as blocking
 // sends do; TCP buffers unexpected messages and does not care.
 //
-// Not yet: copies overlapping the wire (a pipelined staging ring), and a CUDA IPC
-// path for ranks on one host. Every byte goes device -> host -> wire -> host -> device.
+// Not yet: a CUDA IPC path for ranks on one host, and reductions on the GPU: every
+// byte goes device -> host -> wire -> host -> device, and the host reduces.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +36,7 @@
 #include <mutex>
 #include <string>
 
+#include "algos/context.h"
 #include "chorus/deadline.h"
 #include "chorus/executor.h"
 #include "chorus/status.h"
@@ -46,10 +51,12 @@ struct DeviceIo {
   size_t send_bytes = 0;
   void* recv = nullptr;
   size_t recv_bytes = 0;
+  bool streamed = false;  // the algorithm uses the staging hooks (algos::Streams)
 };
 
-// Runs the host operation on host stand-ins of (send, recv).
-using HostRun = std::function<Status(const void* send, void* recv)>;
+// Runs the host operation on host stand-ins of (send, recv); `staging` is set where
+// they are streamed (DeviceIo::streamed), else null.
+using HostRun = std::function<Status(const void* send, void* recv, algos::StreamStaging* staging)>;
 
 // Where the call's buffers live. Host: every used buffer is host memory (or managed,
 // which the CPU reaches directly); device: every used buffer is device memory.
@@ -77,7 +84,7 @@ class DeviceCalls {
   Status RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline);
 
  private:
-  struct Staging;  // a copy stream and two pinned buffers, grown on demand
+  struct Staging;  // two copy streams (to the host, back) and two pinned buffers, grown on demand
   Status Init();   // the gate and both staging sets, on first use (res_ set once done)
   static Status Stage(Staging& s, const DeviceIo& io, const HostRun& run, Deadline deadline);
 

@@ -143,4 +143,13 @@ Status CopyStream::Copy(void* dst, const void* src, size_t bytes, Deadline deadl
   return PollUntil([s] { return cudaStreamQuery(s); }, deadline, what);
 }
 
+Result<StreamMark> CopyStream::Start(void* dst, const void* src, size_t bytes) const {
+  auto s = static_cast<cudaStream_t>(stream_.get());
+  if (bytes > 0) {
+    CHORUS_RETURN_IF_ERROR(CudaError("cudaMemcpyAsync (staging copy of " + std::to_string(bytes) + " bytes)",
+                                     cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)));
+  }
+  return StreamMark::Record(s);
+}
+
 }  // namespace chorus::kernels::cuda

@@ -107,6 +107,9 @@ class CopyStream {
   static Result<CopyStream> Create();
   // cudaMemcpyAsync (any direction) and wait for it, at most until the deadline.
   Status Copy(void* dst, const void* src, size_t bytes, Deadline deadline) const;
+  // cudaMemcpyAsync (any direction) without waiting: the mark says when it is done
+  // (copies on one CopyStream complete in order).
+  Result<StreamMark> Start(void* dst, const void* src, size_t bytes) const;
 
  private:
   Stream stream_;

@@ -1,0 +1,96 @@
+#include "chorus/staging_pipeline.h"
+
+#include <algorithm>
+#include <string>
+
+namespace chorus::internal {
+
+Status StagingPipeline::BeginInput(void* host, const void* device, size_t bytes) {
+  in_bytes_ = bytes;
+  in_tickets_.reserve(Segments(bytes));
+  for (size_t off = 0; off < bytes; off += segment_) {
+    Result<uint64_t> t = in_.Start(static_cast<char*>(host) + off, static_cast<const char*>(device) + off,
+                                   std::min(segment_, bytes - off));
+    if (!t.ok()) {
+      Fail(t.status().WithContext("staging the input to the host"));
+      return error_;
+    }
+    in_tickets_.push_back(t.value());
+  }
+  return Status::Ok();
+}
+
+void StagingPipeline::SetOutput(void* device, const void* host, size_t bytes) {
+  out_device_ = static_cast<char*>(device);
+  out_host_ = static_cast<const char*>(host);
+  out_bytes_ = bytes;
+  final_.assign(Segments(bytes), {});
+  started_.assign(Segments(bytes), false);
+}
+
+Status StagingPipeline::WaitInput(size_t offset, size_t bytes) {
+  if (!error_.ok()) return error_;
+  if (bytes == 0 || offset >= in_bytes_) return Status::Ok();
+  const size_t last = (std::min(offset + bytes, in_bytes_) - 1) / segment_;
+  if (last < in_ready_) return Status::Ok();
+  // The engine completes in order: the last segment's copy covers the ones before.
+  Status st = in_.Wait(in_tickets_[last], deadline_);
+  if (!st.ok()) {
+    Fail(st.WithContext("staging the input to the host"));
+    return error_;
+  }
+  in_ready_ = last + 1;
+  return Status::Ok();
+}
+
+void StagingPipeline::OutputFinal(size_t offset, size_t bytes) {
+  const size_t end = std::min(offset + bytes, out_bytes_);
+  for (size_t a = offset; a < end;) {
+    const size_t seg = a / segment_;
+    const size_t seg_begin = seg * segment_, seg_end = std::min(seg_begin + segment_, out_bytes_);
+    const size_t b = std::min(end, seg_end);
+    // Insert [a, b) and merge it with the ranges it touches.
+    std::vector<std::pair<size_t, size_t>>& r = final_[seg];
+    auto it = std::lower_bound(r.begin(), r.end(), std::make_pair(a, a));
+    if (it != r.begin() && std::prev(it)->second >= a) --it;
+    size_t lo = a, hi = b;
+    auto first = it;
+    for (; it != r.end() && it->first <= hi; ++it) {
+      lo = std::min(lo, it->first);
+      hi = std::max(hi, it->second);
+    }
+    it = r.erase(first, it);
+    r.insert(it, {lo, hi});
+    if (r.size() == 1 && r[0].first == seg_begin && r[0].second == seg_end) StartOutput(seg);
+    a = b;
+  }
+}
+
+void StagingPipeline::StartOutput(size_t seg) {
+  if (started_[seg] || !error_.ok()) return;
+  started_[seg] = true;
+  const size_t off = seg * segment_;
+  Result<uint64_t> t = out_.Start(out_device_ + off, out_host_ + off, std::min(segment_, out_bytes_ - off));
+  if (!t.ok()) return Fail(t.status().WithContext("copying the results back to the device"));
+  out_last_ = t.value();
+  out_any_ = true;
+}
+
+Status StagingPipeline::Finish(bool ok) {
+  if (ok) {
+    for (size_t seg = 0; seg < started_.size(); ++seg) StartOutput(seg);
+  }
+  // Wait even after a failure: a copy in flight still reads or writes the stand-ins.
+  Status st = error_;
+  if (!in_tickets_.empty()) {
+    Status w = in_.Wait(in_tickets_.back(), deadline_);
+    if (st.ok() && !w.ok()) st = w.WithContext("staging the input to the host");
+  }
+  if (out_any_) {
+    Status w = out_.Wait(out_last_, deadline_);
+    if (st.ok() && !w.ok()) st = w.WithContext("copying the results back to the device");
+  }
+  return st;
+}
+
+}  // namespace chorus::internal

@@ -1,0 +1,84 @@
+// Streams one call's device buffers through host stand-ins while the algorithm runs
+// (algos::StreamStaging): the input goes device -> host in segments that the
+// algorithm waits for one by one, and each segment of the result goes host -> device
+// as soon as the algorithm has reported all of it final. So for a streaming algorithm
+//   device -> host copy | send | receive | reduce | host -> device copy
+// overlap, instead of running one after the other over the whole buffer.
+//
+// The copies belong to CopyEngines: CUDA streams in the library (device_calls.cc),
+// a host thread in the tests, which thus run this exact logic without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "algos/context.h"
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+
+namespace chorus::internal {
+
+// Asynchronous copies that complete in the order they were started.
+class CopyEngine {
+ public:
+  virtual ~CopyEngine() = default;
+  // Enqueues dst <- src; returns a ticket for Wait.
+  virtual Result<uint64_t> Start(void* dst, const void* src, size_t bytes) = 0;
+  // Until the copy with this ticket, and so every earlier one, is done.
+  virtual Status Wait(uint64_t ticket, Deadline deadline) = 0;
+};
+
+class StagingPipeline final : public algos::StreamStaging {
+ public:
+  // `in` copies the input to the host, `out` the results back: two engines, so that
+  // results flow back while input is still coming in.
+  StagingPipeline(CopyEngine& in, CopyEngine& out, size_t segment_bytes, Deadline deadline)
+      : in_(in), out_(out), segment_(segment_bytes > 0 ? segment_bytes : 1), deadline_(deadline) {}
+  ~StagingPipeline() override = default;
+  StagingPipeline(const StagingPipeline&) = delete;
+  StagingPipeline& operator=(const StagingPipeline&) = delete;
+
+  // Starts copying `bytes` of the input from `device` to `host`, segment by segment.
+  Status BeginInput(void* host, const void* device, size_t bytes);
+  // Where the results go once final: `bytes` of `host` to `device`.
+  void SetOutput(void* device, const void* host, size_t bytes);
+
+  Status WaitInput(size_t offset, size_t bytes) override;
+  void OutputFinal(size_t offset, size_t bytes) override;
+
+  // After the algorithm returned. `ok`: copies back what was never reported final
+  // (nothing, for a correct algorithm), then waits for every copy. Not ok: the results
+  // are undefined; only waits for the copies in flight (the stand-ins are reused).
+  Status Finish(bool ok);
+
+ private:
+  size_t Segments(size_t bytes) const { return (bytes + segment_ - 1) / segment_; }
+  void StartOutput(size_t seg);
+  void Fail(const Status& st) {
+    if (error_.ok()) error_ = st;
+  }
+
+  CopyEngine& in_;
+  CopyEngine& out_;
+  const size_t segment_;
+  const Deadline deadline_;
+  Status error_;
+
+  std::vector<uint64_t> in_tickets_;  // per input segment
+  size_t in_bytes_ = 0;
+  size_t in_ready_ = 0;  // input segments known to be on the host
+
+  char* out_device_ = nullptr;
+  const char* out_host_ = nullptr;
+  size_t out_bytes_ = 0;
+  // Per output segment: the final ranges reported so far, merged ([begin, end), sorted),
+  // and whether its copy has started.
+  std::vector<std::vector<std::pair<size_t, size_t>>> final_;
+  std::vector<bool> started_;
+  bool out_any_ = false;
+  uint64_t out_last_ = 0;
+};
+
+}  // namespace chorus::internal
