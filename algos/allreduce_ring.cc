@@ -26,9 +26,13 @@
 //     chunks: all up front, straight into recv (its block there is not written yet),
 //     reduced in place; no scratch;
 //   - reduce-scatter receives in place (recv holds our own contribution), and out of
-//     place for larger blocks ("windowed"): into a few scratch chunks, and our own
-//     block goes out paced by what arrives from upstream (one chunk out per chunk
-//     in), so that the peer's receives are mostly posted when our chunks land.
+//     place for larger blocks ("windowed"): into a few scratch chunks. Then what we
+//     send into the peer's reduce-scatter (our own block, and each partial sum we
+//     forward) goes out in the order the peer consumes it (step by step) and paced by
+//     what arrives from upstream (one chunk out per chunk in), so that the peer's
+//     receives are mostly posted when our chunks land. A forwarded partial sum is
+//     ready long before the peer wants it (it finishes the step before first); it
+//     waits in our recv buffer, not copied into the peer's transport.
 #include <cstdint>
 #include <algorithm>
 #include <deque>
@@ -110,25 +114,37 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     }
     while (!rs_walk.done() && rs.size() < rs_window) post_rs();
 
-    // Step 0: our own block goes out straight from the send buffer (in place: the
-    // first chunks now, then one per step-0 chunk received).
+    // What goes into the peer's reduce-scatter, in the order it consumes it: our own
+    // block (step 0) from the send buffer, then the partial sums we forward (steps 1 ..
+    // n-2). Windowed, at most kRecvsInFlight of it ahead of what we have received.
     ChunkWalk own(1, chunk_elems, [&](int) { return EvenBlock(count, n, r); });
-    size_t own_posted = 0, step0_done = 0;
-    auto post_own = [&](size_t upto) -> Status {
-      for (; !own.done() && own_posted < upto; own.Next(), ++own_posted) {
-        const Span c = own.chunk();
-        CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
-        sends.Post(next, 0, At(send, c.offset, es), c.count * es);
+    std::deque<PostedRecv> forwards;  // reduced here, not yet sent on
+    size_t rs_sent = 0, received = 0;
+    auto post_rs_sends = [&]() -> Status {
+      for (; !windowed || rs_sent < received + kRecvsInFlight; ++rs_sent) {
+        if (!own.done()) {
+          const Span c = own.chunk();
+          CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
+          sends.Post(next, 0, At(send, c.offset, es), c.count * es);
+          own.Next();
+        } else if (!forwards.empty()) {
+          const PostedRecv& f = forwards.front();
+          sends.Post(next, static_cast<uint32_t>(f.step + 1), At(recv, f.chunk.offset, es), f.chunk.count * es);
+          forwards.pop_front();
+        } else {
+          break;
+        }
       }
       return Status::Ok();
     };
-    CHORUS_RETURN_IF_ERROR(post_own(windowed ? kRecvsInFlight : SIZE_MAX));
+    CHORUS_RETURN_IF_ERROR(post_rs_sends());
 
     while (!rs.empty() || !ag.empty()) {
       std::deque<PostedRecv>& q = rs.empty() ? ag : rs;
       const PostedRecv p = q.front();
       q.pop_front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
+      ++received;
       char* mine = At(recv, p.chunk.offset, es);
       const size_t off = p.chunk.offset * es, len = p.chunk.count * es;
       if (p.step <= last_rs_step) {
@@ -154,11 +170,14 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       } else {
         OutputFinal(ctx, off, len);  // all-gather: received complete
       }
-      // Pace our own block; once step 0 is over, the rest of it goes at once.
-      step0_done += p.step == 0 ? 1 : 0;
-      CHORUS_RETURN_IF_ERROR(post_own(!rs.empty() && rs.front().step == 0 ? step0_done + kRecvsInFlight : SIZE_MAX));
-      // Forward what we just produced (or received, in the all-gather) at the next step.
-      if (p.step + 1 < steps) sends.Post(next, static_cast<uint32_t>(p.step + 1), mine, len);
+      // Forward what we just produced (or received, in the all-gather) at the next
+      // step: into the peer's reduce-scatter in turn, into its all-gather at once (all
+      // its all-gather receives are posted), behind what its reduce-scatter waits for.
+      if (p.step + 1 <= last_rs_step) forwards.push_back(p);
+      CHORUS_RETURN_IF_ERROR(post_rs_sends());
+      if (p.step + 1 > last_rs_step && p.step + 1 < steps) {
+        sends.Post(next, static_cast<uint32_t>(p.step + 1), mine, len);
+      }
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();
