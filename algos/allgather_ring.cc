@@ -3,7 +3,9 @@
 //   send block r-s to r+1 (our own block at step 0, from the send buffer),
 //   receive block r-s-1 from r-1 straight into recv;
 // a block received at step s is the one forwarded at step s+1, so each chunk goes
-// on as soon as it lands.
+// on as soon as it lands. Every receive is posted up front (they land in the user
+// buffer, so this costs no memory): a message that finds no receive posted is kept
+// by the transport and copied again.
 #include <deque>
 
 #include "algos/buffer.h"
@@ -13,9 +15,6 @@
 
 namespace chorus::algos {
 namespace {
-
-// Receives posted ahead; they land in the user buffer, so this costs no memory.
-constexpr int kRecvsInFlight = 4;
 
 struct PostedRecv {
   transport::RequestPtr req;
@@ -40,35 +39,33 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
   const int steps = n - 1;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
 
-  PendingSends sends(ctx);
-  std::deque<PostedRecv> posted;
-  ChunkWalk to_post(steps, chunk_elems, [&](int s) { return block(Mod(r - s - 1, n)); });
-  auto post_next = [&] {
-    if (to_post.done()) return;
-    const Span c = to_post.chunk();
-    posted.push_back(
-        PostedRecv{PostRecv(ctx, prev, to_post.step(), At(recv, c.offset, es), c.count * es), to_post.step(), c});
-    to_post.Next();
-  };
-  for (int i = 0; i < kRecvsInFlight; ++i) post_next();
-
-  // Step 0: our own block, from the send buffer (so the local copy below can overlap).
-  ChunkWalk own(1, chunk_elems, [&](int) { return Span{0, count}; });
-  for (; !own.done(); own.Next()) sends.Post(next, 0, At(send, own.chunk().offset, es), own.chunk().count * es);
-  CopyIfDistinct(At(recv, block(r).offset, es), send, count * es);
-
-  while (!posted.empty()) {
-    const PostedRecv p = posted.front();
-    CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
-    posted.pop_front();
-    // Forward the chunk just received at the next step.
-    if (p.step + 1 < steps) {
-      sends.Post(next, static_cast<uint32_t>(p.step + 1), At(recv, p.chunk.offset, es), p.chunk.count * es);
+  // Receives are posted into recv: on failure the transport lets go of them before
+  // this returns (AbortOnError).
+  return AbortOnError(ctx, [&]() -> Status {
+    PendingSends sends(ctx);
+    std::deque<PostedRecv> posted;
+    for (ChunkWalk w(steps, chunk_elems, [&](int s) { return block(Mod(r - s - 1, n)); }); !w.done(); w.Next()) {
+      const Span c = w.chunk();
+      posted.push_back(PostedRecv{PostRecv(ctx, prev, w.step(), At(recv, c.offset, es), c.count * es), w.step(), c});
     }
-    post_next();
-    CHORUS_RETURN_IF_ERROR(sends.Reap());
-  }
-  return sends.WaitAll();
+
+    // Step 0: our own block, from the send buffer (so the local copy below can overlap).
+    ChunkWalk own(1, chunk_elems, [&](int) { return Span{0, count}; });
+    for (; !own.done(); own.Next()) sends.Post(next, 0, At(send, own.chunk().offset, es), own.chunk().count * es);
+    CopyIfDistinct(At(recv, block(r).offset, es), send, count * es);
+
+    while (!posted.empty()) {
+      const PostedRecv p = posted.front();
+      CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
+      posted.pop_front();
+      // Forward the chunk just received at the next step.
+      if (p.step + 1 < steps) {
+        sends.Post(next, static_cast<uint32_t>(p.step + 1), At(recv, p.chunk.offset, es), p.chunk.count * es);
+      }
+      CHORUS_RETURN_IF_ERROR(sends.Reap());
+    }
+    return sends.WaitAll();
+  });
 }
 
 }  // namespace chorus::algos

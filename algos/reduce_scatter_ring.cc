@@ -6,6 +6,12 @@
 // the block received at the last step (n-2) is block r, reduced into recv.
 // Partial results live in scratch chunks (the send buffer is const; recv only has
 // room for our block), recycled once the send that forwards them has completed.
+// Receives are posted a few ahead, each into a scratch chunk; what we send goes out in
+// the order the peer consumes it (step by step: the first block, then each partial
+// sum) and at most kRecvsInFlight chunks ahead of what we have received, so that it
+// mostly finds its receive posted. A transport keeps a message that arrives first and
+// copies it again; a partial sum waiting here for its turn costs nothing (it is ready
+// a step before the peer wants it).
 #include <deque>
 
 #include "algos/buffer.h"
@@ -17,8 +23,9 @@
 namespace chorus::algos {
 namespace {
 
-// Receives posted ahead of the one being reduced, each into its own scratch chunk.
-constexpr int kRecvsInFlight = 2;
+// Receives posted ahead of the one being reduced, each into its own scratch chunk; and
+// how far our sends run ahead of our receives.
+constexpr size_t kRecvsInFlight = 4;
 
 struct PostedRecv {
   transport::RequestPtr req;
@@ -60,25 +67,42 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
       to_post.Next();
       return Status::Ok();
     };
-    for (int i = 0; i < kRecvsInFlight; ++i) CHORUS_RETURN_IF_ERROR(post_next());
+    for (size_t i = 0; i < kRecvsInFlight; ++i) CHORUS_RETURN_IF_ERROR(post_next());
 
-    // Step 0: block r-1 starts its way round the ring from our send buffer.
+    // What we send, in order: block r-1 from our send buffer (step 0), then each
+    // partial result as it is reduced (steps 1 .. n-2), paced by what we receive.
     ChunkWalk first(1, chunk_elems, [&](int) { return block(Mod(r - 1, n)); });
-    for (; !first.done(); first.Next()) {
-      sends.Post(next, 0, At(send, first.chunk().offset, es), first.chunk().count * es);
-    }
+    std::deque<PostedRecv> forwards;  // reduced here, not yet sent on
+    size_t sent = 0, received = 0;
+    auto post_sends = [&] {
+      for (; sent < received + kRecvsInFlight; ++sent) {
+        if (!first.done()) {
+          sends.Post(next, 0, At(send, first.chunk().offset, es), first.chunk().count * es);
+          first.Next();
+        } else if (!forwards.empty()) {
+          const PostedRecv& f = forwards.front();
+          pool.ReleaseAfter(
+              f.slot, sends.Post(next, static_cast<uint32_t>(f.step + 1), pool.data(f.slot), f.chunk.count * es));
+          forwards.pop_front();
+        } else {
+          break;
+        }
+      }
+    };
+    post_sends();
 
     const size_t own_offset = block(r).offset;
     while (!posted.empty()) {
       const PostedRecv p = posted.front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
       posted.pop_front();
+      ++received;
       char* partial = pool.data(p.slot);
       const char* mine = At(send, p.chunk.offset, es);
       if (p.step < last_step) {
-        // Add our contribution to the partial result and pass it on.
+        // Add our contribution to the partial result; it goes on in its turn.
         CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, partial, mine, partial, p.chunk.count));
-        pool.ReleaseAfter(p.slot, sends.Post(next, static_cast<uint32_t>(p.step + 1), partial, p.chunk.count * es));
+        forwards.push_back(p);
       } else {
         // Our own block: everyone else's contributions are in; the result goes to recv.
         char* out = At(recv, p.chunk.offset - own_offset, es);
@@ -86,6 +110,7 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
         if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, out, p.chunk.count, n));
         pool.Release(p.slot);
       }
+      post_sends();
       CHORUS_RETURN_IF_ERROR(post_next());
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
