@@ -9,7 +9,8 @@ RUN=$(realpath "$1") ECHO_BIN=$(realpath "$2")
 source "$3"
 
 echo "--- env and prefixes"
-out=$(timeout 60 "$RUN" --loopback -- sh -c 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $CHORUS_SOCKET_IFNAME $MASTER_PORT"; printf "no-newline"; echo "to-stderr" >&2' 2>"$TEST_TMPDIR/err")
+# "<end>" keeps $(...) from stripping the newline the prefixer adds when node0 ends last.
+out=$(timeout 60 "$RUN" --loopback -- sh -c 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $CHORUS_SOCKET_IFNAME $MASTER_PORT"; printf "no-newline"; echo "to-stderr" >&2' 2>"$TEST_TMPDIR/err"; echo "<end>")
 err=$(cat "$TEST_TMPDIR/err")
 expect_contains "$out" "[node0] 0 2 0 1 0 127.0.0.1 lo "
 expect_contains "$out" "[node1] 1 2 0 1 1 127.0.0.1 lo "
