@@ -119,9 +119,9 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     // n-2). Windowed, at most kRecvsInFlight of it ahead of what we have received.
     ChunkWalk own(1, chunk_elems, [&](int) { return EvenBlock(count, n, r); });
     std::deque<PostedRecv> forwards;  // reduced here, not yet sent on
-    size_t rs_sent = 0, received = 0;
+    SendPacer pacer(rs_window);
     auto post_rs_sends = [&]() -> Status {
-      for (; !windowed || rs_sent < received + kRecvsInFlight; ++rs_sent) {
+      for (; pacer.MaySend(); pacer.Sent()) {
         if (!own.done()) {
           const Span c = own.chunk();
           CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
@@ -144,7 +144,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       const PostedRecv p = q.front();
       q.pop_front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
-      ++received;
+      pacer.Received();
       char* mine = At(recv, p.chunk.offset, es);
       const size_t off = p.chunk.offset * es, len = p.chunk.count * es;
       if (p.step <= last_rs_step) {

@@ -46,6 +46,21 @@ class PendingSends {
   std::deque<std::pair<transport::RequestPtr, int>> q_;
 };
 
+// Paces what a rank sends into its peer's windowed receives (a few scratch chunks,
+// posted in step order): at most `ahead` sends past the receives completed here, since
+// round a ring the peer runs at our pace. SIZE_MAX: no pacing.
+class SendPacer {
+ public:
+  explicit SendPacer(size_t ahead) : ahead_(ahead) {}
+  void Received() { ++received_; }
+  bool MaySend() const { return sent_ < received_ || sent_ - received_ < ahead_; }
+  void Sent() { ++sent_; }
+
+ private:
+  const size_t ahead_;
+  size_t sent_ = 0, received_ = 0;
+};
+
 // Posts a receive carrying this call's fingerprint at ctx.tag(step).
 inline transport::RequestPtr PostRecv(const Context& ctx, int peer, uint32_t step, void* buf, size_t bytes) {
   return ctx.transport.Recv(peer, ctx.tag(step), buf, bytes, ctx.fingerprint);

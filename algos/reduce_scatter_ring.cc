@@ -73,9 +73,9 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
     // partial result as it is reduced (steps 1 .. n-2), paced by what we receive.
     ChunkWalk first(1, chunk_elems, [&](int) { return block(Mod(r - 1, n)); });
     std::deque<PostedRecv> forwards;  // reduced here, not yet sent on
-    size_t sent = 0, received = 0;
+    SendPacer pacer(kRecvsInFlight);
     auto post_sends = [&] {
-      for (; sent < received + kRecvsInFlight; ++sent) {
+      for (; pacer.MaySend(); pacer.Sent()) {
         if (!first.done()) {
           sends.Post(next, 0, At(send, first.chunk().offset, es), first.chunk().count * es);
           first.Next();
@@ -96,7 +96,7 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
       const PostedRecv p = posted.front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
       posted.pop_front();
-      ++received;
+      pacer.Received();
       char* partial = pool.data(p.slot);
       const char* mine = At(send, p.chunk.offset, es);
       if (p.step < last_step) {
