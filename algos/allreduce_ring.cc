@@ -93,7 +93,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
   // Scratch for the in-place reduce-scatter: one slot per receive in flight, each as
   // large as a chunk can be here (a block may be smaller than a chunk).
   const size_t slot_elems = std::min(chunk_elems, EvenBlock(count, n, 0).count);
-  std::unique_ptr<char[]> scratch(windowed ? new char[kRecvsInFlight * slot_elems * es] : nullptr);
+  BufferCache::Buffer scratch = windowed ? ctx.Scratch(kRecvsInFlight * slot_elems * es) : BufferCache::Buffer();
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
     std::deque<PostedRecv> rs, ag;  // posted, in the order they are processed
@@ -102,7 +102,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     size_t rs_count = 0;
     auto post_rs = [&] {
       const Span c = rs_walk.chunk();
-      char* slot = windowed ? scratch.get() + (rs_count++ % kRecvsInFlight) * slot_elems * es : nullptr;
+      char* slot = windowed ? scratch.data() + (rs_count++ % kRecvsInFlight) * slot_elems * es : nullptr;
       char* dst = slot ? slot : At(recv, c.offset, es);
       rs.push_back(PostedRecv{PostRecv(ctx, prev, rs_walk.step(), dst, c.count * es), rs_walk.step(), c, slot});
       rs_walk.Next();

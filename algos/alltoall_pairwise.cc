@@ -19,13 +19,13 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
   const size_t total = bytes * static_cast<size_t>(n);
   // In place (recv overlapping send), blocks would be overwritten before they are
   // sent: work from a copy of the send buffer.
-  std::unique_ptr<char[]> copy;
+  BufferCache::Buffer copy;
   const char* src = static_cast<const char*>(send);
   char* dst = static_cast<char*>(recv);
   if (total > 0 && src < dst + total && dst < src + total && n > 1) {
-    copy.reset(new char[total]);
-    std::memcpy(copy.get(), src, total);
-    src = copy.get();
+    copy = ctx.Scratch(total);
+    std::memcpy(copy.data(), src, total);
+    src = copy.data();
   }
 
   return AbortOnError(ctx, [&]() -> Status {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algos/chunking.h"
+#include "chorus/buffer_cache.h"
 #include "chorus/status.h"
 #include "transport/transport.h"
 
@@ -35,7 +36,8 @@ inline void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
 // message). In steady state the pool stays at a few chunks.
 class ChunkPool {
  public:
-  explicit ChunkPool(size_t slot_bytes) : slot_bytes_(slot_bytes) {}
+  // Slots come from `cache` (null: plain allocations) and go back to it with the pool.
+  ChunkPool(size_t slot_bytes, BufferCache* cache) : slot_bytes_(slot_bytes), cache_(cache) {}
 
   // A free slot's index; fails only when a send that guarded a slot failed.
   Result<int> Acquire() {
@@ -51,10 +53,10 @@ class ChunkPool {
       s.held = true;
       return static_cast<int>(i);
     }
-    slots_.push_back(Slot{std::unique_ptr<char[]>(new char[slot_bytes_ > 0 ? slot_bytes_ : 1]), nullptr, true});
+    slots_.push_back(Slot{TakeBuffer(cache_, slot_bytes_), nullptr, true});
     return static_cast<int>(slots_.size() - 1);
   }
-  char* data(int slot) { return slots_[static_cast<size_t>(slot)].mem.get(); }
+  char* data(int slot) { return slots_[static_cast<size_t>(slot)].mem.data(); }
   void Release(int slot) { slots_[static_cast<size_t>(slot)].held = false; }
   // The slot is free again once `send` completes.
   void ReleaseAfter(int slot, transport::RequestPtr send) {
@@ -66,11 +68,12 @@ class ChunkPool {
 
  private:
   struct Slot {
-    std::unique_ptr<char[]> mem;
+    BufferCache::Buffer mem;
     transport::RequestPtr guard;
     bool held = false;
   };
   const size_t slot_bytes_;
+  BufferCache* const cache_;
   std::vector<Slot> slots_;
 };
 

@@ -1,12 +1,14 @@
 // What an algorithm gets to run one collective: the transport to reach peers, the
 // tag space of this call (so concurrent calls never mix bytes), the fingerprint that
-// every message of the call carries, and the deadline.
+// every message of the call carries, the deadline, and where its scratch memory comes
+// from (kept between calls, so that it is not page-faulted in again every time).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "chorus/buffer_cache.h"
 #include "chorus/deadline.h"
 #include "chorus/status.h"
 #include "transport/transport.h"
@@ -39,10 +41,12 @@ struct Context {
   uint64_t fingerprint;    // describes the call; peers must present the same one
   Deadline deadline;
   StreamStaging* staging = nullptr;  // set only where the buffers are streamed stand-ins
+  BufferCache* scratch = nullptr;    // the communicator's scratch memory (null: allocate)
 
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   uint64_t tag(uint32_t step) const { return CollectiveTag(seq, step); }
+  BufferCache::Buffer Scratch(size_t bytes) const { return TakeBuffer(scratch, bytes); }
 };
 
 // The staging hooks, which cost nothing on plain host buffers.

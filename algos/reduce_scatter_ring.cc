@@ -52,7 +52,7 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
   const int last_step = n - 2;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
 
-  ChunkPool pool(chunk_elems * es);
+  ChunkPool pool(chunk_elems * es, ctx.scratch);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
     std::deque<PostedRecv> posted;

@@ -48,7 +48,7 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
   const size_t nchunks = NumChunks(count, chunk_elems);
   const size_t nchildren = tree.children.size();
 
-  ChunkPool pool(chunk_elems * es);
+  ChunkPool pool(chunk_elems * es, ctx.scratch);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
     std::deque<PostedChunk> posted;

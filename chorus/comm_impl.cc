@@ -110,6 +110,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
       SetUpTransport(config_, *rdv_->client, prefix_, rank_, size_, comm_id, spec_.master_addr, deadline);
   if (!setup.ok()) return setup.status();
   transport_ = std::move(setup.value().transport);
+  scratch_ = std::make_unique<BufferCache>(static_cast<size_t>(config_.scratch_cache_bytes));
   peers_ = std::move(setup.value().peers);
   transport_choice_ = setup.value().choice;
   const std::string& my_host = peers_[rank_].host_id;
@@ -220,6 +221,7 @@ Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* 
                      algos::WithAlgorithm(algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
                                           static_cast<int>(choice.algorithm)),
                      Deadline::AfterMs(config_.timeout_ms)};
+  ctx.scratch = scratch_.get();
   CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
                                                             << algos::AlgorithmName(choice.algorithm) << " ("
                                                             << choice.reason << ")");

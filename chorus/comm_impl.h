@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algos/selector.h"
+#include "chorus/buffer_cache.h"
 #include "chorus/collective_call.h"
 #include "chorus/communicator.h"
 #include "chorus/device_calls.h"
@@ -79,6 +80,9 @@ class CommunicatorImpl {
   std::shared_ptr<rendezvous::Rendezvous> rdv_;
   std::string prefix_;  // this communicator's key space in the store
   std::vector<rendezvous::PeerInfo> peers_;
+  // The algorithms' scratch memory, kept between calls; declared before the transport
+  // and the executor, which may hold its buffers until they are destroyed.
+  std::unique_ptr<BufferCache> scratch_;
   std::unique_ptr<transport::Transport> transport_;
   std::string transport_choice_;
   std::unique_ptr<algos::Selector> selector_;

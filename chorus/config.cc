@@ -57,7 +57,8 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
                              {"CHORUS_CHUNK_BYTES", &c.chunk_bytes},
                              {"CHORUS_SOCKET_BUFSIZE", &c.socket_bufsize},
                              {"CHORUS_STRIPE_MIN", &c.stripe_min_bytes},
-                             {"CHORUS_IB_EAGER_BYTES", &c.ib_eager_bytes}}) {
+                             {"CHORUS_IB_EAGER_BYTES", &c.ib_eager_bytes},
+                             {"CHORUS_SCRATCH_CACHE", &c.scratch_cache_bytes}}) {
     if (auto v = env(name)) {
       Result<int64_t> b = ParseByteSize(name, *v);
       if (!b.ok()) return b.status();

@@ -52,6 +52,10 @@ struct Config {
   int64_t allreduce_rd_max_bytes = 64 << 10;
   // Pipelining chunk of the collectives (CHORUS_CHUNK_BYTES).
   int64_t chunk_bytes = 512 << 10;
+  // Scratch memory kept for reuse per communicator (CHORUS_SCRATCH_CACHE, bytes): up to
+  // this much of the algorithms' scratch, and as much again of the TCP transport's
+  // copies of messages that arrived before their receive. 0: every call allocates.
+  int64_t scratch_cache_bytes = int64_t{256} << 20;
 
   // Reads every CHORUS_* variable; an error names the variable and its bad value.
   static Result<Config> FromEnv(const EnvLookup& env);

@@ -8,8 +8,9 @@
 
 namespace chorus::testing {
 
-Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n) {
+Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n, size_t scratch_cache_bytes) {
   std::unique_ptr<TcpWorld> world(new TcpWorld());
+  for (int r = 0; r < n; ++r) world->scratch_.push_back(std::make_unique<BufferCache>(scratch_cache_bytes));
   // A fresh communicator id per world, so a stray connection from another test's
   // world is rejected by the handshake instead of mixing streams.
   const uint64_t comm_id = std::random_device()() * uint64_t{0x9e3779b97f4a7c15} + static_cast<uint64_t>(n);
@@ -49,7 +50,8 @@ std::vector<Status> TcpWorld::Run(const std::function<uint64_t(int rank)>& finge
   std::vector<std::thread> threads;
   for (int r = 0; r < size(); ++r) {
     threads.emplace_back([&, r] {
-      const algos::Context ctx{transport(r), seq, fingerprint(r), deadline};
+      algos::Context ctx{transport(r), seq, fingerprint(r), deadline};
+      ctx.scratch = &scratch(r);
       st[r] = body(r, ctx);
       if (!st[r].ok()) transport(r).Abort(st[r]);
     });

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algos/context.h"
+#include "chorus/buffer_cache.h"
 #include "chorus/status.h"
 #include "transport/transport.h"
 
@@ -18,11 +19,14 @@ namespace chorus::testing {
 class TcpWorld {
  public:
   // Listens and connects n transports on 127.0.0.1; fails with the transport's error.
-  static Result<std::unique_ptr<TcpWorld>> Create(int n);
+  // Each rank's algorithms take their scratch from a cache of its own, as in a
+  // communicator (scratch_cache_bytes as CHORUS_SCRATCH_CACHE).
+  static Result<std::unique_ptr<TcpWorld>> Create(int n, size_t scratch_cache_bytes = size_t{256} << 20);
   ~TcpWorld();
 
   int size() const { return static_cast<int>(transports_.size()); }
   transport::Transport& transport(int rank) { return *transports_[static_cast<size_t>(rank)]; }
+  BufferCache& scratch(int rank) { return *scratch_[static_cast<size_t>(rank)]; }
 
   // Runs body(rank, ctx) on one thread per rank. Every rank gets the same fresh
   // sequence number, fingerprint(rank) and a deadline `deadline_ms` from now. A rank
@@ -43,6 +47,7 @@ class TcpWorld {
 
  private:
   TcpWorld() = default;
+  std::vector<std::unique_ptr<BufferCache>> scratch_;  // outlives the transports
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   uint64_t seq_ = 0;
 };

@@ -26,6 +26,7 @@ TEST(Config, ReadsEveryVariable) {
                                              {"CHORUS_SOCKET_BUFSIZE", "8M"},
                                              {"CHORUS_STRIPE_MIN", "64K"},
                                              {"CHORUS_CHUNK_BYTES", "1M"},
+                                             {"CHORUS_SCRATCH_CACHE", "0"},
                                              {"CHORUS_SOCKET_IFNAME", "^docker,lo"},
                                              {"CHORUS_ALGO", "ring"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -36,6 +37,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c->socket_bufsize, 8 << 20);
   EXPECT_EQ(c->stripe_min_bytes, 64 << 10);
   EXPECT_EQ(c->chunk_bytes, 1 << 20);
+  EXPECT_EQ(c->scratch_cache_bytes, 0);
   EXPECT_EQ(c->socket_ifname, "^docker,lo");
   EXPECT_EQ(c->algo, "ring");
 }
@@ -57,6 +59,7 @@ TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_SOCKET_BUFSIZE", "lots");
   ExpectBad("CHORUS_CHUNK_BYTES", "12");
   ExpectBad("CHORUS_STRIPE_MIN", "4Q");
+  ExpectBad("CHORUS_SCRATCH_CACHE", "-1M");
   ExpectBad("CHORUS_TRANSPORT", "infiniband");
   ExpectBad("CHORUS_IB_GID_INDEX", "two");
   ExpectBad("CHORUS_IB_GID_INDEX", "-7");

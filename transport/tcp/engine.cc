@@ -37,7 +37,9 @@ Status Conn::OnDataDone(const FrameHeader& h, void* cookie) { return engine->OnD
 Status Conn::OnAbortFrame(const std::string& reason) { return engine->OnAbortFrame(this, reason); }
 
 Engine::Engine(const EngineOptions& opts, std::vector<PeerInfo> peers)
-    : opts_(opts), rank_(opts.rank), size_(opts.size), peers_(static_cast<size_t>(opts.size)) {
+    : opts_(opts), rank_(opts.rank), size_(opts.size),
+      early_bufs_(static_cast<size_t>(std::max<int64_t>(0, opts.early_cache_bytes))),
+      peers_(static_cast<size_t>(opts.size)) {
   for (int p = 0; p < size_ && p < static_cast<int>(peers.size()); ++p) peers_[p].info = std::move(peers[p]);
 }
 
@@ -342,8 +344,8 @@ void Engine::SelfSend(const BasicRequestPtr& req) {
     ts.msgs.erase(seq);
   } else if (req->bytes() > 0) {
     // Not received yet: keep a copy so the send completes at once (as MPI's eager path).
-    m.ubuf.reset(new char[req->bytes()]);
-    std::memcpy(m.ubuf.get(), req->buf(), req->bytes());
+    m.ubuf = early_bufs_.Get(req->bytes());
+    std::memcpy(m.ubuf.data(), req->buf(), req->bytes());
   }
   Finish(req, Status::Ok());
 }
@@ -400,7 +402,7 @@ void Engine::MaybeComplete(TagState& ts, uint64_t seq) {
   if (m.discard) {
     ts.msgs.erase(it);
   } else if (m.recv) {
-    if (m.ubuf && m.total_len > 0) std::memcpy(m.recv->buf(), m.ubuf.get(), m.total_len);
+    if (m.ubuf.data() != nullptr && m.total_len > 0) std::memcpy(m.recv->buf(), m.ubuf.data(), m.total_len);
     Finish(m.recv, Status::Ok());
     ts.msgs.erase(it);
   }
@@ -443,11 +445,11 @@ Status Engine::OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest) {
   }
   if (m.discard || h.len == 0) {
     dest->ptr = nullptr;
-  } else if (m.recv && !m.ubuf) {
+  } else if (m.recv && m.ubuf.data() == nullptr) {
     dest->ptr = m.recv->buf() + h.offset;  // zero copy into the posted buffer
   } else {
-    if (!m.ubuf) m.ubuf.reset(new char[m.total_len]);
-    dest->ptr = m.ubuf.get() + h.offset;
+    if (m.ubuf.data() == nullptr) m.ubuf = early_bufs_.Get(m.total_len);
+    dest->ptr = m.ubuf.data() + h.offset;
   }
   return Status::Ok();
 }

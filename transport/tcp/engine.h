@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "chorus/buffer_cache.h"
 #include "chorus/status.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"
@@ -41,6 +42,7 @@ struct EngineOptions {
   int64_t timeout_ms = 30 * 60 * 1000;
   bool use_uring = false;
   int64_t spin_us = 0;             // after activity, poll this long before sleeping
+  int64_t early_cache_bytes = 0;   // buffers of early messages kept for reuse (BufferCache)
 };
 
 struct PeerInfo {
@@ -84,7 +86,7 @@ class Engine final : public IoHandler, public RequestDriver {
     uint64_t fingerprint = 0;
     uint64_t bytes_done = 0;
     int frames_seen = 0;
-    std::unique_ptr<char[]> ubuf;  // an unexpected message's bytes, until its Recv is posted
+    BufferCache::Buffer ubuf;  // an unexpected message's bytes, until its Recv is posted
     BasicRequestPtr recv;
     bool discard = false;  // nobody will take it (size mismatch, timed-out Recv)
   };
@@ -147,6 +149,7 @@ class Engine final : public IoHandler, public RequestDriver {
   const EngineOptions opts_;
   const int rank_;
   const int size_;
+  BufferCache early_bufs_;  // before peers_: their early messages hold its buffers
   std::vector<Peer> peers_;
   std::unique_ptr<Poller> poller_;
   std::string engine_name_;

@@ -23,6 +23,7 @@ TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_
   o.spin_us = config.spin_us;
   o.bind_address = bind_address;
   o.timeout_ms = config.timeout_ms;
+  o.early_cache_bytes = config.scratch_cache_bytes;
   return o;
 }
 
@@ -142,6 +143,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.spin_us = opts_.spin_us;
   eo.timeout_ms = opts_.timeout_ms;
   eo.use_uring = use_uring_;
+  eo.early_cache_bytes = opts_.early_cache_bytes;
   std::vector<tcp::PeerInfo> infos;
   for (const PeerAddress& a : peers) infos.push_back({a.host, a.address});
   Result<std::unique_ptr<tcp::Engine>> e = tcp::Engine::Start(eo, std::move(infos), std::move(sockets));
