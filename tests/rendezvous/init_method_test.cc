@@ -253,7 +253,9 @@ TEST(SlurmNodelist, Garbage) {
                           "n[1--2]", "n[1,]"}) {
     auto r = ExpandSlurmNodelist(bad);
     EXPECT_FALSE(r.ok()) << "'" << bad << "' expanded";
-    if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
   }
   auto huge = ExpandSlurmNodelist("n[0-999999999]");
   ASSERT_FALSE(huge.ok());

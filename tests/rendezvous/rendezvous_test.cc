@@ -328,7 +328,9 @@ TEST(PeerInfo, GarbageIsAnErrorNotACrash) {
   for (const auto& b : bad) {
     Result<PeerInfo> r = PeerInfo::Parse(b);
     EXPECT_FALSE(r.ok()) << "parsed: " << b.substr(0, 80);
-    if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kProtocolError);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kProtocolError);
+    }
   }
   uint32_t seed = 99;
   for (int i = 0; i < 2000; ++i) {
