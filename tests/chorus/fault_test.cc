@@ -31,14 +31,25 @@ TEST(Fault, RankKilledMidAllReduceFailsEveryOtherRankNamingIt) {
         // One call that completes, so every connection is in use, then one that cannot.
         std::vector<float> small(1024, 1.0f);
         RANK_OK(c.AllReduce(small.data(), small.data(), small.size(), DataType::kFloat32, ReduceOp::kSum));
+        // Rank 2 dies 50 ms into a run of large all-reduces. One 64 MiB call can finish
+        // in 50 ms on a fast machine (rank 2 may have sent all the others need from it),
+        // so the others keep calling until a call fails: at most kCalls, far more than
+        // can complete in 50 ms.
+        constexpr int kCalls = 40;
         std::vector<float> big(16 << 20, 1.0f);
         if (rank == 2) {
-          Work w = c.IAllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
+          std::vector<Work> works;
+          for (int i = 0; i < kCalls; ++i) {
+            works.push_back(c.IAllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum));
+          }
           usleep(50 * 1000);
           kill(getpid(), SIGKILL);
         }
-        Status st = c.AllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
-        RANK_CHECK(!st.ok(), "all_reduce succeeded without rank 2");
+        Status st;
+        for (int i = 0; i < kCalls && st.ok(); ++i) {
+          st = c.AllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
+        }
+        RANK_CHECK(!st.ok(), "all_reduce succeeded " + std::to_string(kCalls) + " times without rank 2");
         RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
         // Whoever learns first aborts and tells the others why (on TCP an ABORT frame is
         // read even when the connection that carried it was reset right after).
