@@ -31,6 +31,7 @@ class CommunicatorImpl {
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
   std::string Describe() const;
+  TrafficCounters Counters() const { return transport_ ? transport_->counters() : TrafficCounters{}; }
 
   // ISend/IRecv: host buffers only (a device buffer is an error naming the forms
   // that take one).

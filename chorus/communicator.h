@@ -58,6 +58,9 @@ class Communicator {
   int local_size() const;
   // e.g. "rank 0 of 2 on host-a, tcp/io_uring 2 sockets per peer, init env:// (torchrun/env)".
   std::string Describe() const;
+  // What this communicator's transport counted so far (messages that arrived before
+  // their receive was posted, ...), for diagnostics.
+  TrafficCounters Counters() const;
 
   // Point-to-point. Send/Recv take host or device buffers (a device buffer is staged
   // through host memory; it must be ready when called); ISend/IRecv host buffers. The n-th Recv from a peer with a tag receives

@@ -31,4 +31,13 @@ const char* ReduceOpName(ReduceOp op);  // "sum", "prod", "max", "min", "avg"
 Result<DataType> ParseDataType(const std::string& name);
 Result<ReduceOp> ParseReduceOp(const std::string& name);
 
+// What a communicator's transport counted since it was created, for diagnostics.
+struct TrafficCounters {
+  // Messages that arrived before their receive was posted and waited in a buffer of
+  // the transport until it was: each costs a second copy of its bytes (and memory
+  // while it waits). The algorithms post their receives early to keep these rare.
+  uint64_t early_messages = 0;
+  uint64_t early_bytes = 0;
+};
+
 }  // namespace chorus

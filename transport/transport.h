@@ -20,6 +20,7 @@
 
 #include "chorus/deadline.h"
 #include "chorus/status.h"
+#include "chorus/types.h"
 
 namespace chorus::transport {
 
@@ -65,6 +66,8 @@ class Transport {
   virtual Status health() = 0;
   // A one-line description for logs ("tcp/io_uring, 2 sockets per peer, ...").
   virtual std::string Describe() const = 0;
+  // Counted since creation; safe to call from any thread.
+  virtual TrafficCounters counters() const { return {}; }
 };
 
 }  // namespace chorus::transport

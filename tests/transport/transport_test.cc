@@ -133,6 +133,36 @@ TEST_P(TransportTest, UnexpectedMessagesAreKeptUntilTheRecvIsPosted) {
   EXPECT_TRUE(Check(in2, 2));
 }
 
+// counters(): a message whose Recv was posted first is not early; one that waited for
+// its Recv in the transport is, with its bytes.
+TEST_P(TransportTest, EarlyMessagesAreCounted) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  std::vector<char> out(1000), in(1000), go(1);
+  Fill(&out, 3);
+  // Rank 1 posts its Recv, then tells rank 0 to send: the data finds the Recv posted.
+  auto r = t[1]->Recv(0, 3, in.data(), in.size());
+  auto g = t[1]->Send(0, 4, go.data(), go.size());
+  auto gr = t[0]->Recv(1, 4, go.data(), go.size());
+  ASSERT_TRUE(gr->Wait(Soon()).ok());
+  auto s = t[0]->Send(1, 3, out.data(), out.size());
+  ASSERT_TRUE(r->Wait(Soon()).ok());
+  ASSERT_TRUE(s->Wait(Soon()).ok());
+  ASSERT_TRUE(g->Wait(Soon()).ok());
+  EXPECT_TRUE(Check(in, 3));
+  EXPECT_EQ(t[1]->counters().early_messages, 0u);
+  EXPECT_EQ(t[1]->counters().early_bytes, 0u);
+  // Now the data goes first and waits in rank 1's transport.
+  auto s2 = t[0]->Send(1, 5, out.data(), out.size());
+  ASSERT_TRUE(s2->Wait(Soon()).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(t[1]->counters().early_messages, 1u);
+  EXPECT_EQ(t[1]->counters().early_bytes, 1000u);
+  auto r2 = t[1]->Recv(0, 5, in.data(), in.size());
+  ASSERT_TRUE(r2->Wait(Soon()).ok());
+  EXPECT_TRUE(Check(in, 3));
+}
+
 TEST_P(TransportTest, SizeMismatchNamesBothRanksAndSizesAndKeepsTheStreamUsable) {
   auto t = Mesh(2);
   ASSERT_EQ(t.size(), 2u);

@@ -63,6 +63,8 @@ class Backend {
   virtual std::string algo() const = 0;
   // Library version or other facts worth a header line; may be empty.
   virtual std::string description() const { return ""; }
+  // What the library counted so far that explains its times (a footer line); may be empty.
+  virtual std::string diagnostics() const { return ""; }
   // Device buffers (--device): whether the collectives take CUDA device pointers, and
   // whether they take nothing else (NCCL). The runner then fills and checks host copies
   // and moves them to and from the device outside the timed loop.

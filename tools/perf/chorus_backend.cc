@@ -1,6 +1,7 @@
 #include "tools/perf/chorus_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -67,6 +68,14 @@ class ChorusBackend : public Backend {
   // Device pointers go through chorus's host-form calls (staged on the calling thread).
   bool accepts_device_buffers() const override { return true; }
   std::string description() const override { return comm_ ? comm_->Describe() : ""; }
+  std::string diagnostics() const override {
+    if (!comm_) return "";
+    const TrafficCounters c = comm_->Counters();
+    char text[160];
+    std::snprintf(text, sizeof(text), "rank %d: %llu messages (%.1f MiB) arrived before their receive was posted",
+                  comm_->rank(), static_cast<unsigned long long>(c.early_messages), c.early_bytes / 1048576.0);
+    return text;
+  }
 
   // chorus has every dtype and op for every collective: nothing to refuse up front.
   Status Supports(Collective, DataType, ReduceOp) const override { return Status::Ok(); }

@@ -178,12 +178,18 @@ Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& 
     summary.total_wrong += line.out_of_place.wrong + line.in_place.wrong;
     if (printer) {
       out << FormatLine(line) << std::flush;
-      if (o.progress) std::cerr << "[chorus_perf] " << line.bytes << " B done\n";
+      if (o.progress) {
+        const std::string diag = b.diagnostics();
+        std::cerr << "[chorus_perf] " << line.bytes << " B done" << (diag.empty() ? "" : "; " + diag) << "\n";
+      }
     }
     summary.lines.push_back(line);
   }
   if (printer) {
-    out << FormatFooter(summary.lines, info.check) << std::flush;
+    out << FormatFooter(summary.lines, info.check);
+    const std::string diag = b.diagnostics();
+    if (!diag.empty()) out << "# " << diag << "\n";
+    out << std::flush;
     if (!o.csv_path.empty()) {
       std::string csv = CsvHeader();
       for (const Line& l : summary.lines) csv += CsvRow(info, l);

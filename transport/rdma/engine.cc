@@ -319,8 +319,7 @@ void Engine::SelfSend(const BasicRequestPtr& req) {
   if (m.recv || m.discard) {
     Deliver(rank_, req->tag(), ts, seq, req->buf());
   } else if (m.len > 0) {
-    m.data.reset(new char[m.len]);
-    std::memcpy(m.data.get(), req->buf(), m.len);
+    KeepEarly(m, req->buf());
   }
   Finish(req, Status::Ok());
 }
@@ -354,10 +353,14 @@ void Engine::OnAnnounce(int p, const CtrlHeader& h, const char* payload) {
   auto it = ts.msgs.find(h.seq);
   if (it == ts.msgs.end()) return;  // refused by FailGroup
   if (it->second.recv || it->second.discard) return Deliver(p, h.tag, ts, h.seq, payload);
-  if (m.eager && m.len > 0) {  // unexpected: keep a copy until the Recv is posted
-    m.data.reset(new char[m.len]);
-    std::memcpy(m.data.get(), payload, m.len);
-  }
+  if (m.eager && m.len > 0) KeepEarly(m, payload);  // unexpected: keep a copy until the Recv is posted
+}
+
+void Engine::KeepEarly(InMsg& m, const void* payload) {
+  early_messages_.fetch_add(1, std::memory_order_relaxed);
+  early_bytes_.fetch_add(m.len, std::memory_order_relaxed);
+  m.data.reset(new char[m.len]);
+  std::memcpy(m.data.get(), payload, m.len);
 }
 
 void Engine::Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char* payload) {

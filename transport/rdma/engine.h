@@ -6,6 +6,7 @@
 // idle; application threads post through an Inbox.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -61,6 +62,9 @@ class Engine {
   void ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, last); }
   Status health() { return health_.Get(); }
   std::string Describe() const;
+  TrafficCounters counters() const {
+    return {early_messages_.load(std::memory_order_relaxed), early_bytes_.load(std::memory_order_relaxed)};
+  }
 
  private:
   // An announced (or only received-for) message from one peer with one tag.
@@ -132,6 +136,9 @@ class Engine {
   void PostSend(const BasicRequestPtr& req);
   void PostRecv(const BasicRequestPtr& req);
   void SelfSend(const BasicRequestPtr& req);
+  // Keeps a copy of an eager message that arrived before its Recv, counted in counters().
+  void KeepEarly(InMsg& m, const void* payload);
+  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0};
   void OnAnnounce(int p, const CtrlHeader& h, const char* payload);
   void Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char* payload);
   void Refuse(int p, const InMsg& m, const Status& why);

@@ -164,5 +164,6 @@ void RdmaTransport::Abort(const Status& reason) {
 Status RdmaTransport::health() { return started_ ? engine_->health() : pre_start_error_; }
 
 std::string RdmaTransport::Describe() const { return engine_->Describe(); }
+TrafficCounters RdmaTransport::counters() const { return started_ ? engine_->counters() : TrafficCounters{}; }
 
 }  // namespace chorus::transport

@@ -60,6 +60,7 @@ class RdmaTransport final : public Transport {
   void Abort(const Status& reason) override;
   Status health() override;
   std::string Describe() const override;
+  TrafficCounters counters() const override;
 
  private:
   RdmaTransport(int rank, int size);

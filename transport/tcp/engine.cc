@@ -350,10 +350,16 @@ void Engine::SelfSend(const BasicRequestPtr& req) {
     ts.msgs.erase(seq);
   } else if (req->bytes() > 0) {
     // Not received yet: keep a copy so the send completes at once (as MPI's eager path).
-    m.ubuf = early_bufs_.Get(req->bytes());
+    m.ubuf = TakeEarly(req->bytes());
     std::memcpy(m.ubuf.data(), req->buf(), req->bytes());
   }
   Finish(req, Status::Ok());
+}
+
+BufferCache::Buffer Engine::TakeEarly(uint64_t bytes) {
+  early_messages_.fetch_add(1, std::memory_order_relaxed);
+  early_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return early_bufs_.Get(bytes);
 }
 
 void Engine::PostRecv(const BasicRequestPtr& req) {
@@ -454,7 +460,7 @@ Status Engine::OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest) {
   } else if (m.recv && m.ubuf.data() == nullptr) {
     dest->ptr = m.recv->buf() + h.offset;  // zero copy into the posted buffer
   } else {
-    if (m.ubuf.data() == nullptr) m.ubuf = early_bufs_.Get(m.total_len);
+    if (m.ubuf.data() == nullptr) m.ubuf = TakeEarly(m.total_len);
     dest->ptr = m.ubuf.data() + h.offset;
   }
   return Status::Ok();

@@ -69,6 +69,9 @@ class Engine final : public IoHandler, public RequestDriver {
   // One non-blocking round of I/O when nobody drives (application progress only).
   void Progress();
   const std::string& engine_name() const { return engine_name_; }
+  TrafficCounters counters() const {
+    return {early_messages_.load(std::memory_order_relaxed), early_bytes_.load(std::memory_order_relaxed)};
+  }
 
   // Engine thread: results from the poller and frames from the state machines.
   void OnRecvResult(Conn* c, int64_t res) override;
@@ -126,6 +129,8 @@ class Engine final : public IoHandler, public RequestDriver {
   void PostSend(const BasicRequestPtr& req);
   void PostRecv(const BasicRequestPtr& req);
   void SelfSend(const BasicRequestPtr& req);
+  // A buffer for a message that arrived before its Recv, counted in counters().
+  BufferCache::Buffer TakeEarly(uint64_t bytes);
   void Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
   void FrameResolved(const BasicRequestPtr& req, const Status& st);
   void MaybeComplete(TagState& ts, uint64_t seq);
@@ -150,6 +155,7 @@ class Engine final : public IoHandler, public RequestDriver {
   const int rank_;
   const int size_;
   BufferCache early_bufs_;  // before peers_: their early messages hold its buffers
+  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0};  // counters()
   std::vector<Peer> peers_;
   std::unique_ptr<Poller> poller_;
   std::string engine_name_;

@@ -198,6 +198,8 @@ void TcpTransport::Progress() {
 
 Status TcpTransport::health() { return engine_ ? engine_->health() : pre_connect_error_; }
 
+TrafficCounters TcpTransport::counters() const { return engine_ ? engine_->counters() : TrafficCounters{}; }
+
 std::string TcpTransport::Describe() const {
   return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(opts_.nsockets) +
          " sockets per peer, buffers " + std::to_string(opts_.socket_bufsize >> 10) + " KiB, stripes from " +

@@ -65,6 +65,7 @@ class TcpTransport final : public Transport {
   void Abort(const Status& reason) override;
   Status health() override;
   std::string Describe() const override;
+  TrafficCounters counters() const override;
 
  private:
   TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts);
