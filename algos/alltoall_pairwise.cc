@@ -3,11 +3,17 @@
 // step s-1. Every step's messages are posted up front (in step order, so each peer
 // link carries them in schedule order) and waited for in the same order; each rank
 // talks to every other exactly once per direction.
+// Blocks of kGrantAtBytes and more go only once their receive is posted (grants.h): a
+// rank that comes late would otherwise find its peers' blocks waiting in its
+// transport. Each rank then first posts, per peer, the receive of the peer's grant and
+// of its block (both on the tag of that peer's messages to us: grant first), grants
+// every peer, and sends each block as its grant arrives, in step order.
 #include <memory>
 #include <vector>
 
 #include "algos/buffer.h"
 #include "algos/collectives.h"
+#include "algos/grants.h"
 #include "algos/pending_sends.h"
 
 namespace chorus::algos {
@@ -28,15 +34,34 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
     src = copy.data();
   }
 
+  const bool granted = bytes >= kGrantAtBytes;
   return AbortOnError(ctx, [&]() -> Status {
     std::vector<transport::RequestPtr> in(static_cast<size_t>(n));
+    std::vector<std::unique_ptr<GrantsFrom>> grant_from(static_cast<size_t>(n));
     PendingSends sends(ctx);
+    // Step s: block `to` goes to rank `to`; block `from` comes from rank `from`.
+    for (int s = 1; s < n; ++s) {
+      const int from = Mod(r - s, n);
+      if (granted) {
+        grant_from[from] = std::make_unique<GrantsFrom>(ctx, from, static_cast<uint32_t>(s - 1), 0);
+        grant_from[from]->PostNext();
+      }
+      in[from] = PostRecv(ctx, from, static_cast<uint32_t>(s - 1), dst + from * bytes, bytes);
+    }
     for (int s = 1; s < n; ++s) {
       const int to = (r + s) % n;
-      const int from = Mod(r - s, n);
-      // Step s: block `to` goes to rank `to`; block `from` comes from rank `from`.
-      in[from] = PostRecv(ctx, from, static_cast<uint32_t>(s - 1), dst + from * bytes, bytes);
-      sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
+      if (granted) {
+        Grant(ctx, sends, to, static_cast<uint32_t>(s - 1));  // on the tag of our messages to `to`
+      } else {
+        sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
+      }
+    }
+    if (granted) {
+      for (int s = 1; s < n; ++s) {
+        const int to = (r + s) % n;
+        CHORUS_RETURN_IF_ERROR(grant_from[to]->Await(0));
+        sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
+      }
     }
     CopyIfDistinct(dst + r * bytes, src + r * bytes, bytes);
     for (int s = 1; s < n; ++s) {

@@ -2,11 +2,16 @@
 // send (scatter) at once and lets the transport move them concurrently; each other
 // rank exchanges one message with the root. Block i (count elements) of the root's
 // buffer belongs to rank i. One message per peer, so every message uses step 0.
+// Blocks of kGrantAtBytes and more go only once their receive is posted (grants.h):
+// a rank that comes early to a gather (or a root early to a scatter) would otherwise
+// park its block in the transport of the one that comes late.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "algos/buffer.h"
 #include "algos/collectives.h"
+#include "algos/grants.h"
 #include "algos/pending_sends.h"
 
 namespace chorus::algos {
@@ -25,20 +30,30 @@ Status Gather(const Context& ctx, const void* send, void* recv, size_t count, Da
   const int r = ctx.rank();
   CHORUS_RETURN_IF_ERROR(CheckRoot("gather", root, n));
   const size_t bytes = count * DataTypeSize(dtype);
+  const bool granted = bytes >= kGrantAtBytes;
   if (r != root) {
+    if (granted) {
+      GrantsFrom grant(ctx, root, 0, 0);
+      CHORUS_RETURN_IF_ERROR(grant.Await(0));
+    }
     transport::RequestPtr out = ctx.transport.Send(root, ctx.tag(0), send, bytes, ctx.fingerprint);
     return Wait(ctx, *out, root);
   }
-  // Root: one receive per rank into its block, all posted before any wait.
-  std::vector<transport::RequestPtr> in(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    if (i != root) in[i] = PostRecv(ctx, i, 0, static_cast<char*>(recv) + i * bytes, bytes);
-  }
-  CopyIfDistinct(static_cast<char*>(recv) + root * bytes, send, bytes);
-  for (int i = 0; i < n; ++i) {
-    if (i != root) CHORUS_RETURN_IF_ERROR(Wait(ctx, *in[i], i));
-  }
-  return Status::Ok();
+  return AbortOnError(ctx, [&]() -> Status {
+    // Root: one receive per rank into its block, all posted (and granted) before any wait.
+    PendingSends grants(ctx);
+    std::vector<transport::RequestPtr> in(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      if (i == root) continue;
+      in[i] = PostRecv(ctx, i, 0, static_cast<char*>(recv) + i * bytes, bytes);
+      if (granted) Grant(ctx, grants, i, 0);
+    }
+    CopyIfDistinct(static_cast<char*>(recv) + root * bytes, send, bytes);
+    for (int i = 0; i < n; ++i) {
+      if (i != root) CHORUS_RETURN_IF_ERROR(Wait(ctx, *in[i], i));
+    }
+    return grants.WaitAll();
+  });
 }
 
 Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root) {
@@ -46,17 +61,47 @@ Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, D
   const int r = ctx.rank();
   CHORUS_RETURN_IF_ERROR(CheckRoot("scatter", root, n));
   const size_t bytes = count * DataTypeSize(dtype);
+  const bool granted = bytes >= kGrantAtBytes;
   if (r != root) {
-    transport::RequestPtr in = PostRecv(ctx, root, 0, recv, bytes);
-    return Wait(ctx, *in, root);
+    return AbortOnError(ctx, [&]() -> Status {
+      PendingSends grants(ctx);
+      transport::RequestPtr in = PostRecv(ctx, root, 0, recv, bytes);
+      if (granted) Grant(ctx, grants, root, 0);
+      CHORUS_RETURN_IF_ERROR(Wait(ctx, *in, root));
+      return grants.WaitAll();
+    });
   }
-  // Root: one send per rank from its block, all posted before any wait.
-  PendingSends sends(ctx);
-  for (int i = 0; i < n; ++i) {
-    if (i != root) sends.Post(i, 0, static_cast<const char*>(send) + i * bytes, bytes);
-  }
-  CopyIfDistinct(recv, static_cast<const char*>(send) + root * bytes, bytes);
-  return sends.WaitAll();
+  // Root: one send per rank from its block, each as soon as it may go.
+  return AbortOnError(ctx, [&]() -> Status {
+    PendingSends sends(ctx);
+    std::vector<std::unique_ptr<GrantsFrom>> waiting(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      if (i == root) continue;
+      if (granted) {
+        waiting[i] = std::make_unique<GrantsFrom>(ctx, i, 0, 0);
+      } else {
+        sends.Post(i, 0, static_cast<const char*>(send) + i * bytes, bytes);
+      }
+    }
+    CopyIfDistinct(recv, static_cast<const char*>(send) + root * bytes, bytes);
+    for (size_t left = granted ? static_cast<size_t>(n - 1) : 0; left > 0;) {
+      int first = -1;  // the first rank still waiting, to block on when none is ready
+      for (int i = 0; i < n; ++i) {
+        if (!waiting[i]) continue;
+        Result<bool> ready = waiting[i]->Test(0);
+        if (!ready.ok()) return ready.status();
+        if (!*ready) {
+          if (first < 0) first = i;
+          continue;
+        }
+        sends.Post(i, 0, static_cast<const char*>(send) + i * bytes, bytes);
+        waiting[i].reset();
+        --left;
+      }
+      if (first >= 0 && left > 0) CHORUS_RETURN_IF_ERROR(waiting[first]->Await(0));
+    }
+    return sends.WaitAll();
+  });
 }
 
 }  // namespace chorus::algos

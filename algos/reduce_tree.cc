@@ -4,6 +4,11 @@
 // chunks c+1.. are arriving. The root reduces into recv; other ranks reduce into
 // scratch chunks that are recycled once the send to the parent has completed
 // (leaves send straight from the send buffer).
+//
+// A parent posts its children's receives kChunksInFlight chunks ahead; a child sends
+// that many chunks unasked and each further one once its parent granted it (grants.h),
+// which the parent does as it posts the receive. Without that a leaf would send its
+// whole buffer at once and most of it would wait in the parent's transport.
 #include <deque>
 #include <string>
 #include <vector>
@@ -12,13 +17,15 @@
 #include "algos/buffer.h"
 #include "algos/chunking.h"
 #include "algos/collectives.h"
+#include "algos/grants.h"
 #include "algos/pending_sends.h"
 #include "kernels/reduce.h"
 
 namespace chorus::algos {
 namespace {
 
-// Chunks whose receives (one per child) are posted ahead of the one being reduced.
+// Chunks whose receives (one per child) are posted ahead of the one being reduced; as
+// many as a child sends before its parent granted any.
 constexpr size_t kChunksInFlight = 2;
 
 struct PostedChunk {
@@ -62,6 +69,7 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
         if (!slot.ok()) return slot.status();
         pc.slots.push_back(*slot);
         pc.reqs.push_back(PostRecv(ctx, child, static_cast<uint32_t>(next_to_post), pool.data(*slot), c.count * es));
+        if (next_to_post >= kChunksInFlight) Grant(ctx, sends, child, 0);  // the child may send it now
       }
       posted.push_back(std::move(pc));
       ++next_to_post;
@@ -69,13 +77,16 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
     };
     for (size_t i = 0; i < kChunksInFlight; ++i) CHORUS_RETURN_IF_ERROR(post_next());
 
+    GrantsFrom granted(ctx, tree.parent, 0, kChunksInFlight);  // by the parent (none at the root)
     std::vector<const void*> inputs;
     for (size_t ci = 0; ci < nchunks; ++ci) {
       const Span c = ChunkOf(all, chunk_elems, ci);
       const char* own = At(send, c.offset, es);
       if (nchildren == 0) {
-        // A leaf: its own data goes up as it is.
+        // A leaf: its own data goes up as it is, once granted.
+        CHORUS_RETURN_IF_ERROR(granted.Await(ci));
         sends.Post(tree.parent, static_cast<uint32_t>(ci), own, c.count * es);
+        CHORUS_RETURN_IF_ERROR(sends.Reap());
         continue;
       }
       PostedChunk pc = std::move(posted.front());
@@ -93,7 +104,9 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
         if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, dst, c.count, n));
         for (int slot : pc.slots) pool.Release(slot);
       } else {
-        // The partial result goes to the parent; its slot is reused once that send is done.
+        // The partial result goes to the parent once granted; its slot is reused once
+        // that send is done.
+        CHORUS_RETURN_IF_ERROR(granted.Await(ci));
         pool.ReleaseAfter(pc.slots[0], sends.Post(tree.parent, static_cast<uint32_t>(ci), dst, c.count * es));
         for (size_t k = 1; k < nchildren; ++k) pool.Release(pc.slots[k]);
       }

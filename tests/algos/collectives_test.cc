@@ -14,6 +14,7 @@
 // Also: the barrier really waits for the last rank, and every algorithm runs
 // concurrently with all the others on the same transports (one tag space each).
 #include "algos/collectives.h"
+#include "algos/grants.h"
 
 #include <gtest/gtest.h>
 
@@ -274,13 +275,17 @@ uint64_t FingerprintOf(const Case& c) {
 }
 
 // Runs one case on every rank; returns the slowest rank's time in the algorithm.
-double RunCase(TcpWorld& world, const Case& c) {
+// Rank `late` (if any) starts `late_ms` after the others.
+double RunCase(TcpWorld& world, const Case& c, int late = -1, int late_ms = 0) {
   const int n = world.size();
   std::vector<double> seconds(n, 0.0);
   std::vector<std::unique_ptr<TypedBuffer>> results(n);
   std::vector<Status> st = world.Run(
       [&](int) { return FingerprintOf(c); },
-      [&](int rank, const Context& ctx) { return RankBody(c, n, rank, ctx, &results[rank], &seconds[rank]); });
+      [&](int rank, const Context& ctx) {
+        if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+        return RankBody(c, n, rank, ctx, &results[rank], &seconds[rank]);
+      });
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(st[r].ok()) << c.Describe(n) << ": rank " << r << ": " << st[r].ToString();
   }
@@ -462,6 +467,34 @@ TEST_P(CollectivesTest, RepeatedCallsReuseTheirScratch) {
     }
     EXPECT_GT(gets_total, 0u) << c.Describe(n) << ": no rank took scratch";
     EXPECT_GT(hits_total, 0u) << c.Describe(n) << ": nothing reused";
+  }
+}
+
+// A rank that comes late finds no large message waiting for it in its transport
+// (grants.h): the root of a gather or reduce, a receiver of a scatter, one rank of an
+// all-to-all. A reduce's children send kChunksInFlight (2) chunks unasked.
+TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
+  const int n = GetParam();
+  if (n < 2) GTEST_SKIP() << "needs a peer";
+  constexpr size_t kChunk = 64 << 10;
+  const size_t block = algos::kGrantAtBytes / 4 + 5;  // floats: blocks just above the grant size
+  struct Late {
+    Case c;
+    int late;
+    size_t allowed_bytes;
+  };
+  const std::vector<Late> runs = {
+      {{Algo::kGather, DataType::kFloat32, ReduceOp::kSum, block, false, n - 1, kChunk, SeedOf({93, 1})}, n - 1, 0},
+      {{Algo::kScatter, DataType::kFloat32, ReduceOp::kSum, block, false, 0, kChunk, SeedOf({93, 2})}, n - 1, 0},
+      {{Algo::kAllToAll, DataType::kFloat32, ReduceOp::kSum, block, false, 0, kChunk, SeedOf({93, 3})}, n / 2, 0},
+      {{Algo::kReduce, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 4})}, 0,
+       2 * kChunk * static_cast<size_t>(n - 1)},
+  };
+  for (const Late& l : runs) {
+    const uint64_t before = world_->transport(l.late).counters().early_bytes;
+    RunCase(*world_, l.c, l.late, 100);
+    const uint64_t early = world_->transport(l.late).counters().early_bytes - before;
+    EXPECT_LE(early, l.allowed_bytes) << l.c.Describe(n) << ": rank " << l.late << " came 100 ms late";
   }
 }
 

@@ -1,0 +1,79 @@
+// Grants: a receiver tells a sender that a receive is posted, so that a large message
+// never arrives before it. A message that does is read into a buffer of the transport
+// and copied again once its receive is posted (memory for all of it, and a second
+// pass over its bytes); in a tree or at a root, where nothing paces a sender, a whole
+// call's data could wait there.
+//
+// A grant is a 0-byte message from the receiver on the tag of the data it grants (the
+// sender's messages to it): the transport matches messages per (peer, tag) in posting
+// order, so a receiver that posts the receive of a grant before that of the data it
+// precedes, and a sender that sends a grant before its data, keep them apart without
+// a tag of their own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+#include "algos/context.h"
+#include "algos/pending_sends.h"
+
+namespace chorus::algos {
+
+// Messages at least this large wait for their grant where an algorithm cannot post its
+// receives before its peers may send (a late rank at a root, a tree's parent); smaller
+// ones go at once (a grant costs a one-way latency when the receiver comes late).
+constexpr size_t kGrantAtBytes = 256 << 10;
+
+// Sends the grant for one message to `peer` on ctx.tag(step).
+inline void Grant(const Context& ctx, PendingSends& sends, int peer, uint32_t step) {
+  sends.Post(peer, step, nullptr, 0);
+}
+
+// The grants a sender receives from one peer on one tag: message i (0, 1, ...) may go
+// once grant i - `unasked` has arrived; the first `unasked` messages need none (the
+// receiver posted their receives at its start).
+class GrantsFrom {
+ public:
+  GrantsFrom(const Context& ctx, int peer, uint32_t step, size_t unasked)
+      : ctx_(ctx), peer_(peer), step_(step), unasked_(unasked) {}
+
+  // Posts the receive of the next grant (before the receive of data that follows it on
+  // the same tag, where there is such data).
+  void PostNext() { posted_.push_back(PostRecv(ctx_, peer_, step_, nullptr, 0)); }
+
+  // Blocks until message i may be sent.
+  Status Await(size_t i) {
+    if (i < unasked_) return Status::Ok();
+    while (arrived_ <= i - unasked_) {
+      if (posted_.empty()) PostNext();
+      CHORUS_RETURN_IF_ERROR(Wait(ctx_, *posted_.front(), peer_));
+      posted_.pop_front();
+      ++arrived_;
+    }
+    return Status::Ok();
+  }
+
+  // Whether message i may be sent now (without blocking).
+  Result<bool> Test(size_t i) {
+    if (i < unasked_) return true;
+    while (arrived_ <= i - unasked_) {
+      if (posted_.empty()) PostNext();
+      if (!posted_.front()->Test()) return false;
+      CHORUS_RETURN_IF_ERROR(Wait(ctx_, *posted_.front(), peer_));
+      posted_.pop_front();
+      ++arrived_;
+    }
+    return true;
+  }
+
+ private:
+  const Context& ctx_;
+  const int peer_;
+  const uint32_t step_;
+  const size_t unasked_;
+  std::deque<transport::RequestPtr> posted_;
+  size_t arrived_ = 0;
+};
+
+}  // namespace chorus::algos
