@@ -471,8 +471,9 @@ TEST_P(CollectivesTest, RepeatedCallsReuseTheirScratch) {
 }
 
 // A rank that comes late finds no large message waiting for it in its transport
-// (grants.h): the root of a gather or reduce, a receiver of a scatter, one rank of an
-// all-to-all. A reduce's children send kChunksInFlight (2) chunks unasked.
+// (grants.h): the root of a gather or reduce, a receiver of a scatter or broadcast, one
+// rank of an all-to-all. A reduce's children, and a broadcast's parent, send 2 chunks
+// unasked.
 TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
   const int n = GetParam();
   if (n < 2) GTEST_SKIP() << "needs a peer";
@@ -489,6 +490,8 @@ TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
       {{Algo::kAllToAll, DataType::kFloat32, ReduceOp::kSum, block, false, 0, kChunk, SeedOf({93, 3})}, n / 2, 0},
       {{Algo::kReduce, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 4})}, 0,
        2 * kChunk * static_cast<size_t>(n - 1)},
+      {{Algo::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 5})}, n - 1,
+       2 * kChunk},
   };
   for (const Late& l : runs) {
     const uint64_t before = world_->transport(l.late).counters().early_bytes;
