@@ -182,6 +182,74 @@ TEST_P(TransportTest, SizeMismatchNamesBothRanksAndSizesAndKeepsTheStreamUsable)
   EXPECT_TRUE(Check(in2, 9));
 }
 
+// Rendezvous: a large point-to-point send goes only once its receive is posted (TCP
+// from 256 KiB, RDMA above its eager size), so nothing large waits in the receiver's
+// transport; a receive posted first lets the send go at once.
+TEST_P(TransportTest, LargeSendsWaitForTheirRecv) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  std::vector<char> out(1 << 20), in(1 << 20);
+  Fill(&out, 5);
+  auto s = t[0]->Send(1, 6, out.data(), out.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(s->Test()) << "a 1 MiB send completed before its receive was posted";
+  auto r = t[1]->Recv(0, 6, in.data(), in.size());
+  ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+  ASSERT_TRUE(s->Wait(Soon()).ok()) << s->status().ToString();
+  EXPECT_TRUE(Check(in, 5));
+  EXPECT_EQ(t[1]->counters().early_bytes, 0u);
+  std::vector<char> in2(1 << 20);
+  auto r2 = t[1]->Recv(0, 6, in2.data(), in2.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto s2 = t[0]->Send(1, 6, out.data(), out.size());
+  ASSERT_TRUE(s2->Wait(Soon()).ok()) << s2->status().ToString();
+  ASSERT_TRUE(r2->Wait(Soon()).ok()) << r2->status().ToString();
+  EXPECT_TRUE(Check(in2, 5));
+  EXPECT_EQ(t[1]->counters().early_bytes, 0u);
+}
+
+// Sizes that disagree across the rendezvous threshold still fail the receive naming
+// both sizes (no side waits for a READY that never comes), and the tag stays usable.
+TEST_P(TransportTest, RendezvousSizeMismatchesFailNamingBothSizes) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  struct Sizes {
+    size_t sent, posted;
+  };
+  for (Sizes z : {Sizes{1 << 20, 1000}, Sizes{1000, 1 << 20}, Sizes{1 << 20, (1 << 20) - 1}}) {
+    std::vector<char> out(z.sent), in(z.posted);
+    auto s = t[0]->Send(1, 7, out.data(), out.size());
+    auto r = t[1]->Recv(0, 7, in.data(), in.size());
+    Status st = r->Wait(Soon());
+    EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.ToString();
+    EXPECT_NE(st.message().find("rank 0 sent " + std::to_string(z.sent) + " bytes with tag 7"), std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("posted a receive of " + std::to_string(z.posted) + " bytes"), std::string::npos)
+        << st.message();
+    (void)s->Wait(Soon());
+    EXPECT_TRUE(s->Test()) << "the sender of " << z.sent << " bytes still waits";
+  }
+  std::vector<char> out2(4096), in2(4096);
+  Fill(&out2, 8);
+  auto s2 = t[0]->Send(1, 7, out2.data(), out2.size());
+  auto r2 = t[1]->Recv(0, 7, in2.data(), in2.size());
+  ASSERT_TRUE(r2->Wait(Soon()).ok()) << r2->status().ToString();
+  EXPECT_TRUE(Check(in2, 8));
+}
+
+// A peer that goes away while a large send waits for its READY fails that send.
+TEST_P(TransportTest, ALargeSendWaitingForAGonePeerFailsNamingIt) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  std::vector<char> out(1 << 20);
+  auto s = t[0]->Send(1, 8, out.data(), out.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  t[1].reset();
+  Status st = s->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kPeerFailed) << st.ToString();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+}
+
 TEST_P(TransportTest, FingerprintMismatchExposesTheRemoteFingerprint) {
   auto t = Mesh(2);
   ASSERT_EQ(t.size(), 2u);

@@ -108,7 +108,12 @@ class Sink : public FrameSink {
     aborts.push_back(reason);
     return Status::Ok();
   }
+  Status OnControlFrame(const FrameHeader& h) override {
+    controls.push_back(h);
+    return Status::Ok();
+  }
   std::map<std::pair<uint64_t, uint64_t>, std::vector<char>> bufs;
+  std::vector<FrameHeader> controls;
   std::vector<FrameHeader> done;
   std::vector<std::string> aborts;
 };
@@ -152,6 +157,16 @@ TEST(FrameMachines, ManyFramesSurviveAnyChunkingOfTheStream) {
       h.total_len = h.len = payloads[i].size();
       tx.Push(h, payloads[i].data(), nullptr);
     }
+    FrameHeader rts, ready;  // rendezvous control frames between the data frames
+    rts.type = FrameType::kRts;
+    rts.tag = 9;
+    rts.tag_seq = 3;
+    rts.total_len = 1 << 20;
+    tx.Push(rts, nullptr, nullptr);
+    ready.type = FrameType::kReady;
+    ready.tag = 8;
+    ready.tag_seq = 4;
+    tx.Push(ready, nullptr, nullptr);
     FrameHeader ab;
     ab.type = FrameType::kAbort;
     ab.len = ab.total_len = 4;
@@ -165,9 +180,32 @@ TEST(FrameMachines, ManyFramesSurviveAnyChunkingOfTheStream) {
       const auto& b = sink.bufs[{i % 2, i}];
       EXPECT_EQ(std::string(b.begin(), b.end()), payloads[i]) << "frame " << i << " step " << step;
     }
+    ASSERT_EQ(sink.controls.size(), 2u);
+    EXPECT_EQ(sink.controls[0].type, FrameType::kRts);
+    EXPECT_EQ(sink.controls[0].tag, 9u);
+    EXPECT_EQ(sink.controls[0].tag_seq, 3u);
+    EXPECT_EQ(sink.controls[0].total_len, uint64_t{1} << 20);
+    EXPECT_EQ(sink.controls[1].type, FrameType::kReady);
+    EXPECT_EQ(sink.controls[1].tag_seq, 4u);
     ASSERT_EQ(sink.aborts.size(), 1u);
     EXPECT_EQ(sink.aborts[0], "bye!");
     EXPECT_FALSE(rx.mid_frame());
+  }
+}
+
+TEST(Wire, ReadyAndRtsFramesCarryNoPayload) {
+  for (FrameType t : {FrameType::kReady, FrameType::kRts}) {
+    FrameHeader h;
+    h.type = t;
+    h.total_len = 100;
+    uint8_t buf[kFrameHeaderSize];
+    EncodeFrameHeader(h, buf);
+    EXPECT_TRUE(DecodeFrameHeader(buf).ok());
+    h.len = 10;
+    EncodeFrameHeader(h, buf);
+    Result<FrameHeader> bad = DecodeFrameHeader(buf);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("READY/RTS"), std::string::npos) << bad.status().ToString();
   }
 }
 

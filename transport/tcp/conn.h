@@ -21,6 +21,7 @@ struct Conn final : public FrameSink {
   Status OnDataHeader(const FrameHeader& h, RecvDest* dest) override;
   Status OnDataDone(const FrameHeader& h, void* cookie) override;
   Status OnAbortFrame(const std::string& reason) override;
+  Status OnControlFrame(const FrameHeader& h) override;
 
   Engine* const engine;
   const int peer;

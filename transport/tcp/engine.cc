@@ -26,6 +26,13 @@ constexpr auto kHandBack = std::chrono::milliseconds(2);
 constexpr auto kOtherDriverLook = std::chrono::microseconds(200);
 // A thread waiting for the lock looks at its own request this often.
 constexpr auto kLockLook = std::chrono::microseconds(50);
+// Point-to-point messages (collectives pace themselves, algos/grants.h) of this size
+// and more wait until the receiver has posted their Recv (READY), as on RDMA and with
+// Gloo or NCCL: memory held for messages nobody receives yet stays bounded, and a
+// large message is never copied twice. Smaller ones go at once.
+constexpr uint64_t kRendezvousBytes = 256 << 10;
+bool Rendezvous(uint64_t tag, uint64_t bytes) { return (tag >> 63) == 0 && bytes >= kRendezvousBytes; }
+
 // Messages smaller than this all go on a peer's first socket: a small message costs
 // less on a connection that carried the last one (8-byte all_reduce, 2 ranks on
 // loopback: 7.0-7.1 us on one socket, 7.4-7.7 us alternating over two; the same from
@@ -40,6 +47,7 @@ std::string ErrnoText(int64_t res) { return res == 0 ? "closed by the peer (EOF)
 Status Conn::OnDataHeader(const FrameHeader& h, RecvDest* dest) { return engine->OnDataHeader(this, h, dest); }
 Status Conn::OnDataDone(const FrameHeader& h, void* cookie) { return engine->OnDataDone(this, h, cookie); }
 Status Conn::OnAbortFrame(const std::string& reason) { return engine->OnAbortFrame(this, reason); }
+Status Conn::OnControlFrame(const FrameHeader& h) { return engine->OnControlFrame(this, h); }
 
 Engine::Engine(const EngineOptions& opts, std::vector<PeerInfo> peers)
     : opts_(opts), rank_(opts.rank), size_(opts.size),
@@ -287,7 +295,7 @@ void Engine::DrainCommands(Clock::time_point now) {
   for (const auto& [first, last] : b.releases) {
     for (Peer& p : peers_) {
       for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last;) {
-        it = it->second.msgs.empty() ? p.tags.erase(it) : std::next(it);
+        it = it->second.msgs.empty() && it->second.awaiting_ready.empty() ? p.tags.erase(it) : std::next(it);
       }
       p.groups.Erase(TagGroup(first), TagGroup(last));
     }
@@ -308,10 +316,21 @@ void Engine::PostSend(const BasicRequestPtr& req) {
   if (!peers_[p].error.ok()) return Finish(req, peers_[p].error);
   if (p == rank_) return SelfSend(req);
   TagState& ts = peers_[p].tags[req->tag()];
+  const uint64_t seq = ts.next_send_seq++;
+  const bool ready = !ts.early_ready.empty() && ts.early_ready.erase(seq) > 0;
+  if (!ready && Rendezvous(req->tag(), req->bytes())) {
+    ts.awaiting_ready.emplace(seq, req);
+    return SendControl(p, FrameType::kRts, req->tag(), seq, req->bytes());
+  }
+  StartData(req, seq);
+}
+
+void Engine::StartData(const BasicRequestPtr& req, uint64_t seq) {
+  const int p = req->peer();
   FrameHeader h;
   h.type = FrameType::kData;
   h.tag = req->tag();
-  h.tag_seq = ts.next_send_seq++;
+  h.tag_seq = seq;
   h.total_len = req->bytes();
   h.fingerprint = req->fingerprint();
   std::vector<std::unique_ptr<Conn>>& conns = peers_[p].conns;
@@ -330,6 +349,45 @@ void Engine::PostSend(const BasicRequestPtr& req) {
     c->tx.Push(h, req->buf() + h.offset, req);
     poller_->StartSend(c);
   }
+}
+
+void Engine::SendControl(int peer, FrameType type, uint64_t tag, uint64_t seq, uint64_t total_len) {
+  FrameHeader h;
+  h.type = type;
+  h.tag = tag;
+  h.tag_seq = seq;
+  h.total_len = total_len;
+  Conn* c = peers_[peer].conns[0].get();
+  c->tx.Push(h, nullptr, nullptr);
+  poller_->StartSend(c);
+}
+
+void Engine::SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m) {
+  if (m.ready_sent || aborting_ || peer == rank_ || !peers_[peer].error.ok()) return;  // self: copied at once
+  m.ready_sent = true;
+  SendControl(peer, FrameType::kReady, tag, seq, 0);
+}
+
+Status Engine::OnControlFrame(Conn* c, const FrameHeader& h) {
+  Peer& peer = peers_[c->peer];
+  TagState& ts = peer.tags[h.tag];
+  if (h.type == FrameType::kReady) {
+    auto it = ts.awaiting_ready.find(h.tag_seq);
+    if (it != ts.awaiting_ready.end()) {
+      BasicRequestPtr req = std::move(it->second);
+      ts.awaiting_ready.erase(it);
+      if (!aborting_ && peer.error.ok()) StartData(req, h.tag_seq);
+    } else if (h.tag_seq >= ts.next_send_seq) {
+      ts.early_ready.insert(h.tag_seq);  // for a send not posted yet
+    }  // else: the READY of a message that went at once (smaller than its Recv said)
+    return Status::Ok();
+  }
+  // RTS: the sender waits for our Recv.
+  std::unique_ptr<InMsg>& slot = ts.msgs[h.tag_seq];
+  if (!slot) slot = std::make_unique<InMsg>();
+  slot->rts_seen = true;
+  if (slot->recv || slot->discard) SendReady(c->peer, h.tag, h.tag_seq, *slot);
+  return Status::Ok();
 }
 
 void Engine::SelfSend(const BasicRequestPtr& req) {
@@ -380,7 +438,12 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
       return;
     }
   }
-  if (!m.header_seen) return;  // frames will be received straight into the buffer
+  if (!m.header_seen) {
+    // Frames will be received straight into the buffer; a rendezvous sender waits for
+    // this READY (sent ahead, where the Recv is large enough that it may be one).
+    if (m.rts_seen || Rendezvous(req->tag(), req->bytes())) SendReady(p, req->tag(), seq, m);
+    return;
+  }
   Status st = CheckMatch(rank_, p, req->tag(), m.total_len, m.fingerprint, *req);
   if (!st.ok()) {
     Finish(req, st, m.fingerprint);
@@ -561,6 +624,7 @@ void Engine::FailPeer(int peer, const Status& st) {
   for (auto& c : p.conns) pending = pending || !c->tx.empty();
   for (auto& [tag, ts] : p.tags) {
     for (auto& [seq, m] : ts.msgs) pending = pending || m->recv != nullptr;
+    pending = pending || !ts.awaiting_ready.empty();
   }
   // Even with nothing outstanding the communicator has lost a member: health() says
   // so (the shutdown barrier is skipped) and requests posted to it later fail with st.
@@ -601,6 +665,8 @@ void Engine::FinalizeFailedPeers() {
         if (m->recv) Finish(m->recv, p.error);
       }
       ts.msgs.clear();
+      for (auto& [seq, req] : ts.awaiting_ready) Finish(req, p.error);
+      ts.awaiting_ready.clear();
     }
     failing_.erase(failing_.begin() + static_cast<long>(i));
   }
@@ -671,6 +737,8 @@ bool Engine::ProgressAbort() {
         if (m->recv) Finish(m->recv, st);
       }
       ts.msgs.clear();
+      for (auto& [seq, req] : ts.awaiting_ready) Finish(req, st);
+      ts.awaiting_ready.clear();
     }
   }
   for (const BasicRequestPtr& r : deadlines_.TakeAll()) Finish(r, abort_status_);

@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "chorus/buffer_cache.h"
@@ -79,6 +80,7 @@ class Engine final : public IoHandler, public RequestDriver {
   Status OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest);
   Status OnDataDone(Conn* c, const FrameHeader& h, void* cookie);
   Status OnAbortFrame(Conn* c, const std::string& reason);
+  Status OnControlFrame(Conn* c, const FrameHeader& h);
 
  private:
   // One incoming message (peer, tag, tag_seq): created by whichever comes first, its
@@ -92,11 +94,17 @@ class Engine final : public IoHandler, public RequestDriver {
     BufferCache::Buffer ubuf;  // an unexpected message's bytes, until its Recv is posted
     BasicRequestPtr recv;
     bool discard = false;  // nobody will take it (size mismatch, timed-out Recv)
+    bool rts_seen = false;    // its sender waits for our READY (rendezvous)
+    bool ready_sent = false;  // READY sent: its data will come
   };
   struct TagState {
     uint64_t next_send_seq = 0;
     uint64_t next_recv_seq = 0;
     std::unordered_map<uint64_t, std::unique_ptr<InMsg>> msgs;
+    // Rendezvous sends: posted, waiting for the peer's READY; and READYs for sends not
+    // posted yet.
+    std::unordered_map<uint64_t, BasicRequestPtr> awaiting_ready;
+    std::unordered_set<uint64_t> early_ready;
   };
   struct Peer {
     PeerInfo info;
@@ -127,6 +135,11 @@ class Engine final : public IoHandler, public RequestDriver {
 
   void DrainCommands(Clock::time_point now);
   void PostSend(const BasicRequestPtr& req);
+  // Queues the DATA frames of send `seq` (its peer is ready for them).
+  void StartData(const BasicRequestPtr& req, uint64_t seq);
+  // A READY or RTS frame for message `seq` of `tag`, on the peer's first socket.
+  void SendControl(int peer, FrameType type, uint64_t tag, uint64_t seq, uint64_t total_len);
+  void SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m);
   void PostRecv(const BasicRequestPtr& req);
   void SelfSend(const BasicRequestPtr& req);
   // A buffer for a message that arrived before its Recv, counted in counters().

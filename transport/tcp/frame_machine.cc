@@ -51,6 +51,10 @@ Status RecvMachine::Process() {
       cur_ = h.value();
       last_len_ = cur_.len;
       dest_ = RecvDest{};
+      if (IsControlFrame(cur_.type)) {  // no payload
+        CHORUS_RETURN_IF_ERROR(sink_->OnControlFrame(cur_));
+        continue;
+      }
       if (cur_.type == FrameType::kAbort) {
         abort_reason_.assign(cur_.len, '\0');
         dest_.ptr = abort_reason_.data();

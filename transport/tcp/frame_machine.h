@@ -33,6 +33,7 @@ class FrameSink {
   virtual Status OnDataHeader(const FrameHeader& h, RecvDest* dest) = 0;
   virtual Status OnDataDone(const FrameHeader& h, void* cookie) = 0;
   virtual Status OnAbortFrame(const std::string& reason) = 0;
+  virtual Status OnControlFrame(const FrameHeader& h) = 0;  // READY, RTS
 };
 
 class RecvMachine {

@@ -33,6 +33,12 @@
 //    An ABORT frame carries the sender's reason as its payload (tag, seq, offset and
 //    fingerprint are 0, total_len == len <= kMaxReasonLen): the receiver fails every
 //    request involving that peer.
+//    Rendezvous (point-to-point messages of kRendezvousBytes and more, engine.cc): the
+//    sender's DATA frames of such a message go only after a READY frame (receiver ->
+//    sender: tag, tag_seq of the message; no payload) that says its Recv is posted. A
+//    sender that has no READY yet sends an RTS frame (tag, tag_seq, total_len; no
+//    payload) and waits; a receiver sends READY when it posts a Recv of that size or
+//    more, or when an RTS finds (or later gets) its Recv posted.
 #pragma once
 
 #include <cstddef>
@@ -73,7 +79,9 @@ struct Reply {
   std::string reason;  // empty when accepted
 };
 
-enum class FrameType : uint32_t { kData = 1, kAbort = 2 };
+enum class FrameType : uint32_t { kData = 1, kAbort = 2, kReady = 3, kRts = 4 };
+// READY and RTS carry no payload (see the top of this file).
+inline bool IsControlFrame(FrameType t) { return t == FrameType::kReady || t == FrameType::kRts; }
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
