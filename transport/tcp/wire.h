@@ -51,7 +51,7 @@ namespace chorus::transport::tcp {
 
 constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
 constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
-constexpr uint16_t kProtocolVersion = 1;
+constexpr uint16_t kProtocolVersion = 2;  // 2: READY and RTS frames
 constexpr size_t kHelloSize = 40;
 constexpr size_t kReplySize = 40;
 constexpr size_t kFrameHeaderSize = 64;
