@@ -237,6 +237,35 @@ TEST_P(TransportTest, RendezvousSizeMismatchesFailNamingBothSizes) {
   EXPECT_TRUE(Check(in2, 8));
 }
 
+// A sender far ahead of its receiver: 1500 sends of 128 KiB (192 MiB, each small enough
+// to go at once) into a receiver that posts nothing yet. It holds at most about 64 MiB
+// of them (then tells the sender to PAUSE: the rest wait for their receives), and all
+// arrive intact once it posts.
+TEST_P(TransportTest, ASenderFarAheadIsHeldBackNotBuffered) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  constexpr int kMsgs = 1500;
+  constexpr size_t kBytes = 128 << 10;
+  std::vector<char> out(kBytes);
+  Fill(&out, 4);
+  std::vector<RequestPtr> sends;
+  for (int i = 0; i < kMsgs; ++i) sends.push_back(t[0]->Send(1, 11, out.data(), out.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t held = t[1]->counters().early_bytes;
+  EXPECT_LE(held, uint64_t{100} << 20) << "bytes kept for receives not posted";
+  size_t done = 0;
+  for (auto& s : sends) done += s->Test() ? 1 : 0;
+  EXPECT_LT(done, static_cast<size_t>(kMsgs)) << "every send completed with no receive posted";
+  std::vector<char> in(kBytes);
+  for (int i = 0; i < kMsgs; ++i) {
+    std::fill(in.begin(), in.end(), 0);
+    auto r = t[1]->Recv(0, 11, in.data(), in.size());
+    ASSERT_TRUE(r->Wait(Soon()).ok()) << "message " << i << ": " << r->status().ToString();
+    ASSERT_TRUE(Check(in, 4)) << "message " << i;
+  }
+  for (auto& s : sends) ASSERT_TRUE(s->Wait(Soon()).ok()) << s->status().ToString();
+}
+
 // A peer that goes away while a large send waits for its READY fails that send.
 TEST_P(TransportTest, ALargeSendWaitingForAGonePeerFailsNamingIt) {
   auto t = Mesh(2);

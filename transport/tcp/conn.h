@@ -35,6 +35,7 @@ struct Conn final : public FrameSink {
   bool send_inflight = false;  // io_uring: a sendmsg is submitted (iov/msg below are in use)
   bool epoll_out = false;      // epoll: EPOLLOUT is registered
   bool abort_pending = false;  // an ABORT frame must be queued once no send is in flight
+  bool pause_pending = false;  // the peer said PAUSE: pull back queued data once no send is in flight
   // The connection broke (a failed send, EOF, a reset): why, and until when the peer's
   // connections are still read, because it may have said why (an ABORT frame, possibly
   // on another of its sockets) before it went. recv_ended: nothing more to read here.

@@ -32,6 +32,12 @@ constexpr auto kLockLook = std::chrono::microseconds(50);
 // large message is never copied twice. Smaller ones go at once.
 constexpr uint64_t kRendezvousBytes = 256 << 10;
 bool Rendezvous(uint64_t tag, uint64_t bytes) { return (tag >> 63) == 0 && bytes >= kRendezvousBytes; }
+// A receiver holding more than this of a peer's early messages tells it to PAUSE (send
+// everything by rendezvous) until it holds less than kResumeBelow: a sender that runs
+// ahead of its receiver (a stream of sends into a few posted receives) would otherwise
+// fill the receiver's memory (2.9 GB after a 4 GB stream of 64 KiB sends).
+constexpr uint64_t kPauseAbove = 64 << 20;
+constexpr uint64_t kResumeBelow = 16 << 20;
 
 // Messages smaller than this all go on a peer's first socket: a small message costs
 // less on a connection that carried the last one (8-byte all_reduce, 2 ranks on
@@ -318,7 +324,7 @@ void Engine::PostSend(const BasicRequestPtr& req) {
   TagState& ts = peers_[p].tags[req->tag()];
   const uint64_t seq = ts.next_send_seq++;
   const bool ready = !ts.early_ready.empty() && ts.early_ready.erase(seq) > 0;
-  if (!ready && Rendezvous(req->tag(), req->bytes())) {
+  if (!ready && (Rendezvous(req->tag(), req->bytes()) || (peers_[p].paused && req->bytes() > 0))) {
     ts.awaiting_ready.emplace(seq, req);
     return SendControl(p, FrameType::kRts, req->tag(), seq, req->bytes());
   }
@@ -370,6 +376,19 @@ void Engine::SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m) {
 
 Status Engine::OnControlFrame(Conn* c, const FrameHeader& h) {
   Peer& peer = peers_[c->peer];
+  if (h.type == FrameType::kPause || h.type == FrameType::kResume) {
+    peer.paused = h.type == FrameType::kPause;
+    if (peer.paused) {
+      for (auto& conn : peer.conns) {
+        if (conn->send_inflight) {
+          conn->pause_pending = true;  // done in OnSendResult
+        } else {
+          PullBackData(conn.get());
+        }
+      }
+    }
+    return Status::Ok();
+  }
   TagState& ts = peer.tags[h.tag];
   if (h.type == FrameType::kReady) {
     auto it = ts.awaiting_ready.find(h.tag_seq);
@@ -390,6 +409,17 @@ Status Engine::OnControlFrame(Conn* c, const FrameHeader& h) {
   return Status::Ok();
 }
 
+void Engine::PullBackData(Conn* c) {
+  if (c->shut || aborting_) return;
+  std::vector<OutFrame> back = c->tx.TakeUnstarted([](const OutFrame& f) {
+    return f.h.type == FrameType::kData && f.request && f.h.len > 0 && f.h.len == f.h.total_len;
+  });
+  for (OutFrame& f : back) {
+    peers_[c->peer].tags[f.h.tag].awaiting_ready.emplace(f.h.tag_seq, std::move(f.request));
+    SendControl(c->peer, FrameType::kRts, f.h.tag, f.h.tag_seq, f.h.total_len);
+  }
+}
+
 void Engine::SelfSend(const BasicRequestPtr& req) {
   TagState& ts = peers_[rank_].tags[req->tag()];
   const uint64_t seq = ts.next_send_seq++;
@@ -408,16 +438,35 @@ void Engine::SelfSend(const BasicRequestPtr& req) {
     ts.msgs.erase(seq);
   } else if (req->bytes() > 0) {
     // Not received yet: keep a copy so the send completes at once (as MPI's eager path).
-    m.ubuf = TakeEarly(req->bytes());
+    TakeEarly(rank_, m, req->bytes());
     std::memcpy(m.ubuf.data(), req->buf(), req->bytes());
   }
   Finish(req, Status::Ok());
 }
 
-BufferCache::Buffer Engine::TakeEarly(uint64_t bytes) {
+void Engine::TakeEarly(int peer, InMsg& m, uint64_t bytes) {
   early_messages_.fetch_add(1, std::memory_order_relaxed);
   early_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  return early_bufs_.Get(bytes);
+  m.ubuf = early_bufs_.Get(bytes);
+  if (peer == rank_) return;  // our own sends: copied, never paused
+  Peer& p = peers_[peer];
+  m.held = bytes;
+  p.early_held += bytes;
+  if (!p.pause_sent && p.early_held > kPauseAbove && p.error.ok() && !aborting_) {
+    p.pause_sent = true;
+    SendControl(peer, FrameType::kPause, 0, 0, 0);
+  }
+}
+
+void Engine::ReleaseHeld(int peer, InMsg& m) {
+  if (m.held == 0) return;
+  Peer& p = peers_[peer];
+  p.early_held -= m.held;
+  m.held = 0;
+  if (p.pause_sent && p.early_held < kResumeBelow && p.error.ok() && !aborting_) {
+    p.pause_sent = false;
+    SendControl(peer, FrameType::kResume, 0, 0, 0);
+  }
 }
 
 void Engine::PostRecv(const BasicRequestPtr& req) {
@@ -434,7 +483,7 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
       Finish(req, GroupMismatch(rank_, p, req->tag() & ~0xffffull), other);
       m.recv.reset();
       m.discard = true;
-      MaybeComplete(ts, seq);
+      MaybeComplete(p, ts, seq);
       return;
     }
   }
@@ -450,7 +499,7 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
     m.recv.reset();
     m.discard = true;
   }
-  MaybeComplete(ts, seq);
+  MaybeComplete(p, ts, seq);
 }
 
 void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
@@ -468,17 +517,19 @@ void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
   }
 }
 
-void Engine::MaybeComplete(TagState& ts, uint64_t seq) {
+void Engine::MaybeComplete(int peer, TagState& ts, uint64_t seq) {
   auto it = ts.msgs.find(seq);
   if (it == ts.msgs.end()) return;
   InMsg& m = *it->second;
   const bool complete = m.header_seen && m.bytes_done == m.total_len && m.frames_seen > 0;
   if (!complete) return;
   if (m.discard) {
+    ReleaseHeld(peer, m);
     ts.msgs.erase(it);
   } else if (m.recv) {
     if (m.ubuf.data() != nullptr && m.total_len > 0) std::memcpy(m.recv->buf(), m.ubuf.data(), m.total_len);
     Finish(m.recv, Status::Ok());
+    ReleaseHeld(peer, m);
     ts.msgs.erase(it);
   }
   // else: an unexpected message, kept until its Recv is posted.
@@ -523,7 +574,7 @@ Status Engine::OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest) {
   } else if (m.recv && m.ubuf.data() == nullptr) {
     dest->ptr = m.recv->buf() + h.offset;  // zero copy into the posted buffer
   } else {
-    if (m.ubuf.data() == nullptr) m.ubuf = TakeEarly(m.total_len);
+    if (m.ubuf.data() == nullptr) TakeEarly(c->peer, m, m.total_len);
     dest->ptr = m.ubuf.data() + h.offset;
   }
   return Status::Ok();
@@ -535,7 +586,7 @@ Status Engine::OnDataDone(Conn* c, const FrameHeader& h, void*) {
   if (it == ts.msgs.end()) return Status::Ok();
   it->second->bytes_done += h.len;
   it->second->frames_seen += 1;
-  MaybeComplete(ts, h.tag_seq);
+  MaybeComplete(c->peer, ts, h.tag_seq);
   return Status::Ok();
 }
 
@@ -574,6 +625,10 @@ void Engine::OnSendResult(Conn* c, int64_t res) {
       // Now no send is in flight: replace what has not started with the ABORT frame.
       QueueAbortFrame(c);
       c->abort_pending = false;
+    }
+    if (c->pause_pending) {
+      c->pause_pending = false;
+      if (peers_[c->peer].paused) PullBackData(c);
     }
     return;
   }

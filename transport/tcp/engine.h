@@ -96,6 +96,7 @@ class Engine final : public IoHandler, public RequestDriver {
     bool discard = false;  // nobody will take it (size mismatch, timed-out Recv)
     bool rts_seen = false;    // its sender waits for our READY (rendezvous)
     bool ready_sent = false;  // READY sent: its data will come
+    uint64_t held = 0;        // bytes of ubuf counted in its peer's early_held
   };
   struct TagState {
     uint64_t next_send_seq = 0;
@@ -112,6 +113,11 @@ class Engine final : public IoHandler, public RequestDriver {
     Status error;  // set once the connection is broken
     uint64_t rr = 0;
     std::map<uint64_t, TagState> tags;  // ordered: ReleaseTags erases ranges
+    // Flow control of early messages: bytes we hold from this peer for Recvs not posted
+    // yet, whether we told it to PAUSE, and whether it told us to.
+    uint64_t early_held = 0;
+    bool pause_sent = false;
+    bool paused = false;
     // Fingerprints declared and arrived per tag group (one call).
     GroupFingerprints groups;
   };
@@ -140,13 +146,18 @@ class Engine final : public IoHandler, public RequestDriver {
   // A READY or RTS frame for message `seq` of `tag`, on the peer's first socket.
   void SendControl(int peer, FrameType type, uint64_t tag, uint64_t seq, uint64_t total_len);
   void SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m);
+  // After a PAUSE: whole messages queued on c that have not started go back to
+  // waiting for their READY (an RTS each).
+  void PullBackData(Conn* c);
   void PostRecv(const BasicRequestPtr& req);
   void SelfSend(const BasicRequestPtr& req);
-  // A buffer for a message that arrived before its Recv, counted in counters().
-  BufferCache::Buffer TakeEarly(uint64_t bytes);
+  // Gives m a buffer for a message from `peer` that arrived before its Recv (counted in
+  // counters() and, from other ranks, in the peer's early_held); ReleaseHeld forgets it.
+  void TakeEarly(int peer, InMsg& m, uint64_t bytes);
+  void ReleaseHeld(int peer, InMsg& m);
   void Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
   void FrameResolved(const BasicRequestPtr& req, const Status& st);
-  void MaybeComplete(TagState& ts, uint64_t seq);
+  void MaybeComplete(int peer, TagState& ts, uint64_t seq);
 
   // A frame of a call this rank is not in (same tag group, other fingerprint) fails
   // every Recv of that group from the peer: the ranks called different collectives.

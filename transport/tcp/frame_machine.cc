@@ -87,6 +87,7 @@ Status RecvMachine::FinishPayload() {
 void SendMachine::Push(const FrameHeader& h, const char* payload, BasicRequestPtr request) {
   OutFrame& f = q_.emplace_back();
   EncodeFrameHeader(h, f.header);
+  f.h = h;
   f.payload = payload;
   f.len = h.len;
   f.request = std::move(request);
@@ -95,6 +96,7 @@ void SendMachine::Push(const FrameHeader& h, const char* payload, BasicRequestPt
 void SendMachine::PushOwned(const FrameHeader& h, std::string payload) {
   OutFrame& f = q_.emplace_back();
   EncodeFrameHeader(h, f.header);
+  f.h = h;
   f.owned = std::move(payload);
   f.payload = f.owned.data();  // deque elements never move, so this stays valid
   f.len = h.len;
@@ -137,6 +139,21 @@ std::vector<BasicRequestPtr> SendMachine::Drop(bool include_started) {
     q_.pop_back();
   }
   return dropped;
+}
+
+std::vector<OutFrame> SendMachine::TakeUnstarted(const std::function<bool(const OutFrame&)>& take) {
+  std::vector<OutFrame> taken;
+  std::deque<OutFrame> kept;
+  for (OutFrame& f : q_) {
+    if (f.sent == 0 && take(f)) {
+      taken.push_back(std::move(f));
+    } else {
+      kept.push_back(std::move(f));
+      if (!kept.back().owned.empty()) kept.back().payload = kept.back().owned.data();  // moved with its string
+    }
+  }
+  q_ = std::move(kept);
+  return taken;
 }
 
 }  // namespace chorus::transport::tcp

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,7 @@ class RecvMachine {
 // One frame waiting to be sent: header, then payload (user memory, or owned text for ABORT).
 struct OutFrame {
   uint8_t header[kFrameHeaderSize];
+  FrameHeader h;  // what header encodes
   const char* payload = nullptr;
   uint64_t len = 0;
   uint64_t sent = 0;  // bytes of header + payload already handed to the kernel
@@ -105,6 +107,9 @@ class SendMachine {
   // Removes every frame that has not started (all if include_started); returns their
   // requests. Only while no send described by Prepare is in flight.
   std::vector<BasicRequestPtr> Drop(bool include_started);
+  // Removes the frames that have not started and satisfy `take`, keeping the order of
+  // the rest; returns them. Only while no send described by Prepare is in flight.
+  std::vector<OutFrame> TakeUnstarted(const std::function<bool(const OutFrame&)>& take);
 
  private:
   std::deque<OutFrame> q_;

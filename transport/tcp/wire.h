@@ -39,6 +39,9 @@
 //    sender that has no READY yet sends an RTS frame (tag, tag_seq, total_len; no
 //    payload) and waits; a receiver sends READY when it posts a Recv of that size or
 //    more, or when an RTS finds (or later gets) its Recv posted.
+//    PAUSE / RESUME (receiver -> sender; no fields): the receiver holds too many bytes
+//    of messages whose Recv is not posted yet; until RESUME the sender sends every
+//    non-empty message by rendezvous.
 #pragma once
 
 #include <cstddef>
@@ -51,7 +54,7 @@ namespace chorus::transport::tcp {
 
 constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
 constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
-constexpr uint16_t kProtocolVersion = 2;  // 2: READY and RTS frames
+constexpr uint16_t kProtocolVersion = 2;  // 2: READY, RTS, PAUSE, RESUME frames
 constexpr size_t kHelloSize = 40;
 constexpr size_t kReplySize = 40;
 constexpr size_t kFrameHeaderSize = 64;
@@ -79,9 +82,9 @@ struct Reply {
   std::string reason;  // empty when accepted
 };
 
-enum class FrameType : uint32_t { kData = 1, kAbort = 2, kReady = 3, kRts = 4 };
-// READY and RTS carry no payload (see the top of this file).
-inline bool IsControlFrame(FrameType t) { return t == FrameType::kReady || t == FrameType::kRts; }
+enum class FrameType : uint32_t { kData = 1, kAbort = 2, kReady = 3, kRts = 4, kPause = 5, kResume = 6 };
+// READY, RTS, PAUSE and RESUME carry no payload (see the top of this file).
+inline bool IsControlFrame(FrameType t) { return t >= FrameType::kReady && t <= FrameType::kResume; }
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
