@@ -209,6 +209,42 @@ TEST(Wire, ReadyAndRtsFramesCarryNoPayload) {
   }
 }
 
+// TakeUnstarted (a PAUSE takes queued messages back): the chosen frames leave the
+// queue, the rest go out in their order, an owned payload (ABORT text) intact.
+TEST(FrameMachines, TakenFramesLeaveTheRestInOrder) {
+  SendMachine tx;
+  const std::string a(5000, 'a'), b(300, 'b'), c(7000, 'c');
+  auto push = [&](uint64_t tag, uint64_t seq, const std::string& p) {
+    FrameHeader h;
+    h.tag = tag;
+    h.tag_seq = seq;
+    h.total_len = h.len = p.size();
+    tx.Push(h, p.data(), nullptr);
+  };
+  push(1, 0, a);
+  FrameHeader ab;
+  ab.type = FrameType::kAbort;
+  ab.len = ab.total_len = 5;
+  tx.PushOwned(ab, "short");
+  push(2, 0, b);
+  push(1, 1, c);
+  std::vector<OutFrame> taken = tx.TakeUnstarted([](const OutFrame& f) { return f.h.tag == 1; });
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].h.tag_seq, 0u);
+  EXPECT_EQ(taken[1].h.tag_seq, 1u);
+  EXPECT_EQ(taken[1].h.total_len, c.size());
+  const std::string bytes = Wire(&tx);
+  Sink sink;
+  RecvMachine rx(&sink, 4096);
+  Feed(&rx, bytes, 100);
+  ASSERT_EQ(sink.aborts.size(), 1u);
+  EXPECT_EQ(sink.aborts[0], "short");
+  ASSERT_EQ(sink.done.size(), 1u);
+  EXPECT_EQ(sink.done[0].tag, 2u);
+  const auto& got = sink.bufs[{2, 0}];
+  EXPECT_EQ(std::string(got.begin(), got.end()), b);
+}
+
 // After a large frame the machine asks for a header alone, so the next large payload
 // goes straight to its destination (not through staging, where it would be copied).
 TEST(FrameMachines, AfterALargeFrameOnlyAHeaderIsStaged) {
