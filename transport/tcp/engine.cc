@@ -368,8 +368,8 @@ void Engine::SendControl(int peer, FrameType type, uint64_t tag, uint64_t seq, u
   poller_->StartSend(c);
 }
 
-void Engine::SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m) {
-  if (m.ready_sent || aborting_ || peer == rank_ || !peers_[peer].error.ok()) return;  // self: copied at once
+void Engine::SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m, bool again) {
+  if ((m.ready_sent && !again) || aborting_ || peer == rank_ || !peers_[peer].error.ok()) return;  // self: copied
   m.ready_sent = true;
   SendControl(peer, FrameType::kReady, tag, seq, 0);
 }
@@ -401,11 +401,12 @@ Status Engine::OnControlFrame(Conn* c, const FrameHeader& h) {
     }  // else: the READY of a message that went at once (smaller than its Recv said)
     return Status::Ok();
   }
-  // RTS: the sender waits for our Recv.
+  // RTS: the sender waits for our Recv. A READY sent ahead may have reached it before
+  // its send was posted as one that waits (taken back after a PAUSE): answer every RTS.
   std::unique_ptr<InMsg>& slot = ts.msgs[h.tag_seq];
   if (!slot) slot = std::make_unique<InMsg>();
   slot->rts_seen = true;
-  if (slot->recv || slot->discard) SendReady(c->peer, h.tag, h.tag_seq, *slot);
+  if (slot->recv || slot->discard) SendReady(c->peer, h.tag, h.tag_seq, *slot, /*again=*/true);
   return Status::Ok();
 }
 

@@ -145,7 +145,8 @@ class Engine final : public IoHandler, public RequestDriver {
   void StartData(const BasicRequestPtr& req, uint64_t seq);
   // A READY or RTS frame for message `seq` of `tag`, on the peer's first socket.
   void SendControl(int peer, FrameType type, uint64_t tag, uint64_t seq, uint64_t total_len);
-  void SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m);
+  // Once per message, or again (`again`) when an RTS asks for it.
+  void SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m, bool again = false);
   // After a PAUSE: whole messages queued on c that have not started go back to
   // waiting for their READY (an RTS each).
   void PullBackData(Conn* c);
