@@ -549,6 +549,36 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
   }
 }
 
+// Every algorithm with every non-empty message sent by rendezvous (its data waits for
+// the receiver's posted Recv): what a TCP peer does while it is told to PAUSE, and
+// what RDMA does above its eager size. No schedule may wait on a send before posting
+// the receives its peers' sends wait for.
+TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous) {
+  transport::TcpOptions strict;
+  strict.rendezvous_all_from = 1;
+  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd, Algo::kBroadcast, Algo::kReduce,
+                            Algo::kAllGather,     Algo::kReduceScatter, Algo::kGather,  Algo::kScatter,
+                            Algo::kAllToAll};
+  for (int n : {2, 3, 4}) {
+    Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (Algo a : algos_all) {
+      for (size_t count : {size_t{1}, size_t{1023}, size_t{100003}}) {
+        for (bool in_place : {false, true}) {
+          if (a == Algo::kBroadcast && in_place) continue;
+          const uint64_t seed = SeedOf({94, static_cast<uint64_t>(a), count, static_cast<uint64_t>(n), in_place});
+          RunCase(**w, Case{a, DataType::kFloat32, ReduceOp::kSum, count, in_place, n - 1, 16 << 10, seed});
+        }
+      }
+    }
+    const uint64_t fp = algos::Fingerprint(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0);
+    std::vector<Status> st = (*w)->Run([&](int) { return fp; }, [](int, const Context& ctx) { return algos::Barrier(ctx); });
+    for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "barrier rank " << r << ": " << st[r].ToString();
+    // And so no byte ever waited in a transport for its receive.
+    for (int r = 0; r < n; ++r) EXPECT_EQ((*w)->transport(r).counters().early_bytes, 0u) << "rank " << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5),
                          [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
 

@@ -8,7 +8,7 @@
 
 namespace chorus::testing {
 
-Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n, size_t scratch_cache_bytes) {
+Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n, size_t scratch_cache_bytes, const transport::TcpOptions& base) {
   std::unique_ptr<TcpWorld> world(new TcpWorld());
   for (int r = 0; r < n; ++r) world->scratch_.push_back(std::make_unique<BufferCache>(scratch_cache_bytes));
   // A fresh communicator id per world, so a stray connection from another test's
@@ -17,7 +17,7 @@ Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n, size_t scratch_cache_b
   std::vector<std::unique_ptr<transport::TcpTransport>> tcp;
   std::vector<transport::PeerAddress> addresses;
   for (int r = 0; r < n; ++r) {
-    transport::TcpOptions opts;
+    transport::TcpOptions opts = base;
     opts.bind_address = "127.0.0.1";
     Result<std::unique_ptr<transport::TcpTransport>> t = transport::TcpTransport::Listen(r, n, comm_id, opts);
     if (!t.ok()) return t.status().WithContext("rank " + std::to_string(r) + " listen");

@@ -12,6 +12,7 @@
 #include "algos/context.h"
 #include "chorus/buffer_cache.h"
 #include "chorus/status.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 
 namespace chorus::testing {
@@ -21,7 +22,9 @@ class TcpWorld {
   // Listens and connects n transports on 127.0.0.1; fails with the transport's error.
   // Each rank's algorithms take their scratch from a cache of its own, as in a
   // communicator (scratch_cache_bytes as CHORUS_SCRATCH_CACHE).
-  static Result<std::unique_ptr<TcpWorld>> Create(int n, size_t scratch_cache_bytes = size_t{256} << 20);
+  // `base`: transport options (bind address aside) for every rank.
+  static Result<std::unique_ptr<TcpWorld>> Create(int n, size_t scratch_cache_bytes = size_t{256} << 20,
+                                                  const transport::TcpOptions& base = transport::TcpOptions());
   ~TcpWorld();
 
   int size() const { return static_cast<int>(transports_.size()); }

@@ -324,7 +324,9 @@ void Engine::PostSend(const BasicRequestPtr& req) {
   TagState& ts = peers_[p].tags[req->tag()];
   const uint64_t seq = ts.next_send_seq++;
   const bool ready = !ts.early_ready.empty() && ts.early_ready.erase(seq) > 0;
-  if (!ready && (Rendezvous(req->tag(), req->bytes()) || (peers_[p].paused && req->bytes() > 0))) {
+  const bool by_rendezvous = Rendezvous(req->tag(), req->bytes()) || (peers_[p].paused && req->bytes() > 0) ||
+                             req->bytes() >= opts_.rendezvous_all_from;
+  if (!ready && by_rendezvous) {
     ts.awaiting_ready.emplace(seq, req);
     return SendControl(p, FrameType::kRts, req->tag(), seq, req->bytes());
   }
@@ -491,7 +493,9 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
   if (!m.header_seen) {
     // Frames will be received straight into the buffer; a rendezvous sender waits for
     // this READY (sent ahead, where the Recv is large enough that it may be one).
-    if (m.rts_seen || Rendezvous(req->tag(), req->bytes())) SendReady(p, req->tag(), seq, m);
+    if (m.rts_seen || Rendezvous(req->tag(), req->bytes()) || req->bytes() >= opts_.rendezvous_all_from) {
+      SendReady(p, req->tag(), seq, m);
+    }
     return;
   }
   Status st = CheckMatch(rank_, p, req->tag(), m.total_len, m.fingerprint, *req);

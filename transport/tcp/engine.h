@@ -44,6 +44,9 @@ struct EngineOptions {
   bool use_uring = false;
   int64_t spin_us = 0;             // after activity, poll this long before sleeping
   int64_t early_cache_bytes = 0;   // buffers of early messages kept for reuse (BufferCache)
+  // Tests: every message (collectives too) of at least this many bytes goes by
+  // rendezvous, as if the peer had said PAUSE for good. Default: never.
+  uint64_t rendezvous_all_from = UINT64_MAX;
 };
 
 struct PeerInfo {

@@ -144,6 +144,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.timeout_ms = opts_.timeout_ms;
   eo.use_uring = use_uring_;
   eo.early_cache_bytes = opts_.early_cache_bytes;
+  eo.rendezvous_all_from = opts_.rendezvous_all_from;
   std::vector<tcp::PeerInfo> infos;
   for (const PeerAddress& a : peers) infos.push_back({a.host, a.address});
   Result<std::unique_ptr<tcp::Engine>> e = tcp::Engine::Start(eo, std::move(infos), std::move(sockets));

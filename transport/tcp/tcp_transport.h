@@ -33,6 +33,7 @@ struct TcpOptions {
   std::string bind_address = "127.0.0.1";
   int64_t timeout_ms = 30 * 60 * 1000;  // per-request deadline, enforced by the engine
   int64_t early_cache_bytes = int64_t{256} << 20;  // buffers of early messages kept (CHORUS_SCRATCH_CACHE)
+  uint64_t rendezvous_all_from = UINT64_MAX;       // tests: see tcp::EngineOptions
 
   static TcpOptions FromConfig(const Config& config, const std::string& bind_address);
 };
