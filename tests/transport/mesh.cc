@@ -33,6 +33,8 @@ Result<std::vector<std::unique_ptr<RdmaTransport>>> MakeRdmaMesh(int n, const Me
   std::vector<std::string> addrs, hosts;
   RdmaOptions opts;
   opts.timeout_ms = o.timeout_ms;
+  opts.pause_above = o.rdma_pause_above;
+  opts.resume_below = o.rdma_pause_above / 4;
   for (int r = 0; r < n; ++r) {
     auto t = RdmaTransport::Open(r, n, o.comm_id, opts);
     if (!t.ok()) return t.status();

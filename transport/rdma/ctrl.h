@@ -7,6 +7,10 @@
 //                   sender: RDMA WRITE WITH IMMEDIATE(imm) straight into the Recv's buffer
 //                   (or the receiver: NACK{id, reason} when sizes or calls disagree)
 //
+// A receiver that holds more than `pause_above` bytes of a peer's EAGER messages whose
+// Recv is not posted yet sends PAUSE; until RESUME the peer sends every non-empty
+// message by RTS (also EAGER messages still queued), so that memory stays bounded.
+//
 // Every SEND and every WRITE WITH IMMEDIATE consumes one receive slot of the peer, so
 // each costs one credit; the peer returns credits in every header it sends (or in a
 // CREDIT message when it has nothing else to say), and the receive queue never runs dry.
@@ -27,6 +31,8 @@ enum class CtrlType : uint16_t {
   kPing = 8,    // liveness probe of a silent peer we wait for
   kAbort = 9,   // payload: the reason
   kPong = 10,   // the answer to a PING
+  kPause = 11,  // the receiver holds too much of our early EAGER data: send by RTS
+  kResume = 12, // until this
 };
 
 struct CtrlHeader {

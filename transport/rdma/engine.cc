@@ -294,7 +294,7 @@ void Engine::PostSend(const BasicRequestPtr& req) {
   op.h.seq = peers_[p].tags[req->tag()].next_send_seq++;
   op.h.len = req->bytes();
   op.h.fp = req->fingerprint();
-  if (req->bytes() <= opts_.eager_bytes) {
+  if (req->bytes() <= opts_.eager_bytes && !(peers_[p].paused && req->bytes() > 0)) {
     op.h.type = static_cast<uint16_t>(CtrlType::kEager);
     op.data = req->buf();
     op.eager = req;
@@ -319,7 +319,7 @@ void Engine::SelfSend(const BasicRequestPtr& req) {
   if (m.recv || m.discard) {
     Deliver(rank_, req->tag(), ts, seq, req->buf());
   } else if (m.len > 0) {
-    KeepEarly(m, req->buf());
+    KeepEarly(rank_, m, req->buf());
   }
   Finish(req, Status::Ok());
 }
@@ -353,14 +353,40 @@ void Engine::OnAnnounce(int p, const CtrlHeader& h, const char* payload) {
   auto it = ts.msgs.find(h.seq);
   if (it == ts.msgs.end()) return;  // refused by FailGroup
   if (it->second.recv || it->second.discard) return Deliver(p, h.tag, ts, h.seq, payload);
-  if (m.eager && m.len > 0) KeepEarly(m, payload);  // unexpected: keep a copy until the Recv is posted
+  if (m.eager && m.len > 0) KeepEarly(p, m, payload);  // unexpected: keep a copy until the Recv is posted
 }
 
-void Engine::KeepEarly(InMsg& m, const void* payload) {
+void Engine::KeepEarly(int p, InMsg& m, const void* payload) {
   early_messages_.fetch_add(1, std::memory_order_relaxed);
   early_bytes_.fetch_add(m.len, std::memory_order_relaxed);
   m.data.reset(new char[m.len]);
   std::memcpy(m.data.get(), payload, m.len);
+  if (p == rank_) return;  // our own sends: copied, never paused
+  Peer& peer = peers_[p];
+  m.held = m.len;
+  peer.held += m.len;
+  if (!peer.pause_sent && peer.held > opts_.pause_above) {
+    peer.pause_sent = true;
+    SendFlowControl(p, CtrlType::kPause);
+  }
+}
+
+void Engine::ReleaseHeld(int p, InMsg& m) {
+  if (m.held == 0) return;
+  Peer& peer = peers_[p];
+  peer.held -= m.held;
+  m.held = 0;
+  if (peer.pause_sent && peer.held < opts_.resume_below) {
+    peer.pause_sent = false;
+    SendFlowControl(p, CtrlType::kResume);
+  }
+}
+
+void Engine::SendFlowControl(int p, CtrlType type) {
+  if (aborting_ || !peers_[p].error.ok()) return;
+  OutOp op;
+  op.h.type = static_cast<uint16_t>(type);
+  Queue(p, std::move(op), /*urgent=*/true);
 }
 
 void Engine::Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char* payload) {
@@ -368,6 +394,7 @@ void Engine::Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char
   InMsg& m = it->second;
   if (m.discard) {
     Refuse(p, m, GroupMismatch(rank_, p, tag));
+    ReleaseHeld(p, m);
     ts.msgs.erase(it);
     return;
   }
@@ -379,6 +406,7 @@ void Engine::Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char
   } else if (m.eager) {
     if (m.len > 0) std::memcpy(recv->buf(), payload ? payload : m.data.get(), m.len);
     Finish(recv, Status::Ok());
+    ReleaseHeld(p, m);
   } else {
     // Large: tell the sender where to write.
     Result<RegistrationCache::Entry*> mr =
@@ -519,6 +547,10 @@ void Engine::OnControl(int p, const CtrlHeader& h, const char* payload) {
     case CtrlType::kCredit:
     case CtrlType::kPong:
       return;
+    case CtrlType::kPause:
+    case CtrlType::kResume:
+      peer.paused = h.type == static_cast<uint16_t>(CtrlType::kPause);
+      return;
     case CtrlType::kAbort: {
       Status st = PeerFailed("rank " + std::to_string(p) + (peer.host.empty() ? "" : " (host " + peer.host + ")") +
                              " aborted: " + text);
@@ -634,6 +666,16 @@ void Engine::Flush(int p) {
     // The last credit is kept for CREDIT and ABORT messages, which unblock the peer.
     const uint32_t reserve = type == CtrlType::kCredit || type == CtrlType::kAbort ? 0 : 1;
     if (peer.credits <= reserve) return;
+    if (type == CtrlType::kEager && peer.paused && op.h.len > 0) {
+      // Queued before the peer said PAUSE: it goes by RTS instead.
+      const uint32_t id = next_send_id_++;
+      if (next_send_id_ == 0) next_send_id_ = 1;
+      peer.sends[id].req = std::move(op.eager);
+      op.eager.reset();
+      op.data = nullptr;
+      op.h.type = static_cast<uint16_t>(CtrlType::kRts);
+      op.h.id = id;
+    }
     if (!PostCtrl(p, op)) return;
     peer.out.pop_front();
     if (!peer.error.ok()) return;

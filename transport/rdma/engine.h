@@ -41,6 +41,8 @@ struct EngineOptions {
   int64_t keepalive_ms = 1000;          // probe a peer we wait for after this much silence
   int64_t peer_timeout_ms = 10000;      // and declare it gone after this much more
   int64_t poll_us = 0;                  // poll the completion queue this long before sleeping
+  uint64_t pause_above = 64 << 20;      // early EAGER bytes held from a peer before it is told to PAUSE
+  uint64_t resume_below = 16 << 20;     // and RESUME
 };
 
 class Engine {
@@ -73,6 +75,7 @@ class Engine {
     bool eager = false;
     uint64_t len = 0, fp = 0, id = 0;
     std::unique_ptr<char[]> data;  // an unexpected eager message, until its Recv
+    uint64_t held = 0;             // bytes of data counted in its peer's `held`
     BasicRequestPtr recv;
     bool discard = false;  // its Recv failed; refuse it when it is announced
   };
@@ -111,6 +114,9 @@ class Engine {
     int pending = 0;       // our unfinished requests with this peer
     bool abort_sent = false;
     bool credit_queued = false;
+    uint64_t held = 0;        // early EAGER bytes we keep for this peer's messages
+    bool pause_sent = false;  // we told it to PAUSE
+    bool paused = false;      // it told us to
     std::vector<uint32_t> free_send_slots;
     std::deque<OutOp> out;
     // Large sends whose CTS came, to be written; apart from `out` so that control
@@ -136,8 +142,11 @@ class Engine {
   void PostSend(const BasicRequestPtr& req);
   void PostRecv(const BasicRequestPtr& req);
   void SelfSend(const BasicRequestPtr& req);
-  // Keeps a copy of an eager message that arrived before its Recv, counted in counters().
-  void KeepEarly(InMsg& m, const void* payload);
+  // Keeps a copy of an eager message from peer p that arrived before its Recv, counted
+  // in counters() and (other ranks) in the peer's `held`; ReleaseHeld forgets it.
+  void KeepEarly(int p, InMsg& m, const void* payload);
+  void ReleaseHeld(int p, InMsg& m);
+  void SendFlowControl(int p, CtrlType type);
   std::atomic<uint64_t> early_messages_{0}, early_bytes_{0};
   void OnAnnounce(int p, const CtrlHeader& h, const char* payload);
   void Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char* payload);

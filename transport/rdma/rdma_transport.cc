@@ -95,6 +95,8 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::Open(int rank, int size, u
   eopts.eager_bytes = opts.eager_bytes;
   eopts.poll_us = opts.poll_us;
   eopts.peer_timeout_ms = opts.peer_timeout_ms;
+  eopts.pause_above = opts.pause_above;
+  eopts.resume_below = opts.resume_below;
   Result<std::unique_ptr<rdma::Engine>> engine = rdma::Engine::Create(std::move(dev.value()), eopts);
   if (!engine.ok()) return engine.status().WithContext("rank " + std::to_string(rank));
   std::unique_ptr<RdmaTransport> t(new RdmaTransport(rank, size));

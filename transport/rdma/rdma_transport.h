@@ -33,6 +33,8 @@ struct RdmaOptions {
   uint32_t eager_bytes = 8192;
   int64_t poll_us = 0;    // poll before sleeping (CHORUS_IB_POLL_US)
   int64_t peer_timeout_ms = 10000;  // a silent peer we wait for fails after this (CHORUS_IB_PEER_TIMEOUT)
+  uint64_t pause_above = 64 << 20;  // early EAGER bytes held from one peer before it must send by RTS
+  uint64_t resume_below = 16 << 20;
 
   static RdmaOptions FromConfig(const Config& config, const std::string& local_ip);
 };
