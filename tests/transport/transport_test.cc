@@ -237,63 +237,50 @@ TEST_P(TransportTest, RendezvousSizeMismatchesFailNamingBothSizes) {
   EXPECT_TRUE(Check(in2, 8));
 }
 
-// A sender far ahead of its receiver: 1500 sends of 128 KiB (192 MiB, each small enough
-// to go at once) into a receiver that posts nothing yet. It holds at most about 64 MiB
-// of them (then tells the sender to PAUSE: the rest wait for their receives), and all
-// arrive intact once it posts.
-TEST_P(TransportTest, ASenderFarAheadIsHeldBackNotBuffered) {
-  auto t = Mesh(2);
-  ASSERT_EQ(t.size(), 2u);
-  constexpr int kMsgs = 1500;
-  constexpr size_t kBytes = 128 << 10;
-  std::vector<char> out(kBytes);
-  Fill(&out, 4);
+// Rank 0 sends `msgs` messages of `bytes` on `tag` into rank 1, which posts nothing for
+// 500 ms: rank 1 may hold at most `max_held` bytes of them meanwhile, some sends must
+// still wait, and all arrive intact once it posts.
+void StreamIntoIdleReceiver(std::vector<std::unique_ptr<Transport>>& t, uint64_t tag, int msgs, size_t bytes,
+                            uint64_t max_held) {
+  const int pattern = static_cast<int>(tag);
+  std::vector<char> out(bytes);
+  Fill(&out, pattern);
   std::vector<RequestPtr> sends;
-  for (int i = 0; i < kMsgs; ++i) sends.push_back(t[0]->Send(1, 11, out.data(), out.size()));
+  for (int i = 0; i < msgs; ++i) sends.push_back(t[0]->Send(1, tag, out.data(), out.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const uint64_t held = t[1]->counters().early_bytes;
-  EXPECT_LE(held, uint64_t{100} << 20) << "bytes kept for receives not posted";
+  EXPECT_LE(t[1]->counters().early_bytes, max_held) << "bytes kept for receives not posted";
   size_t done = 0;
   for (auto& s : sends) done += s->Test() ? 1 : 0;
-  EXPECT_LT(done, static_cast<size_t>(kMsgs)) << "every send completed with no receive posted";
-  std::vector<char> in(kBytes);
-  for (int i = 0; i < kMsgs; ++i) {
+  EXPECT_LT(done, static_cast<size_t>(msgs)) << "every send completed with no receive posted";
+  std::vector<char> in(bytes);
+  for (int i = 0; i < msgs; ++i) {
     std::fill(in.begin(), in.end(), 0);
-    auto r = t[1]->Recv(0, 11, in.data(), in.size());
+    auto r = t[1]->Recv(0, tag, in.data(), in.size());
     ASSERT_TRUE(r->Wait(Soon()).ok()) << "message " << i << ": " << r->status().ToString();
-    ASSERT_TRUE(Check(in, 4)) << "message " << i;
+    ASSERT_TRUE(Check(in, pattern)) << "message " << i;
   }
   for (auto& s : sends) ASSERT_TRUE(s->Wait(Soon()).ok()) << s->status().ToString();
 }
 
+// A sender far ahead of its receiver: 1500 sends of 128 KiB (192 MiB, each small enough
+// to go at once on TCP). The receiver holds at most about 64 MiB of them (then tells
+// the sender to PAUSE: the rest wait for their receives).
+TEST_P(TransportTest, ASenderFarAheadIsHeldBackNotBuffered) {
+  auto t = Mesh(2);
+  ASSERT_EQ(t.size(), 2u);
+  StreamIntoIdleReceiver(t, 11, 1500, 128 << 10, uint64_t{100} << 20);
+}
+
 // The same on RDMA, where small messages travel as EAGER control messages: 1500 of 4 KiB
-// into a receiver that posts nothing yet, with a 1 MiB threshold. It holds about 1 MiB
-// of them (plus what is in flight: 64 receive slots), the rest go by RTS once it posts.
+// with a 1 MiB threshold. The receiver holds about 1 MiB of them (plus what is in
+// flight: 64 receive slots); the rest go by RTS once it posts.
 TEST_P(TransportTest, SmallEagerMessagesFarAheadArePausedToo) {
   if (GetParam() != "rdma") GTEST_SKIP() << "TCP: ASenderFarAheadIsHeldBackNotBuffered (fixed 64 MiB threshold)";
   MeshOptions o;
   o.rdma_pause_above = 1 << 20;
   auto t = Mesh(2, o);
   ASSERT_EQ(t.size(), 2u);
-  constexpr int kMsgs = 1500;
-  constexpr size_t kBytes = 4096;
-  std::vector<char> out(kBytes);
-  Fill(&out, 6);
-  std::vector<RequestPtr> sends;
-  for (int i = 0; i < kMsgs; ++i) sends.push_back(t[0]->Send(1, 12, out.data(), out.size()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_LE(t[1]->counters().early_bytes, uint64_t{2} << 20) << "bytes kept for receives not posted";
-  size_t done = 0;
-  for (auto& s : sends) done += s->Test() ? 1 : 0;
-  EXPECT_LT(done, static_cast<size_t>(kMsgs)) << "every send completed with no receive posted";
-  std::vector<char> in(kBytes);
-  for (int i = 0; i < kMsgs; ++i) {
-    std::fill(in.begin(), in.end(), 0);
-    auto r = t[1]->Recv(0, 12, in.data(), in.size());
-    ASSERT_TRUE(r->Wait(Soon()).ok()) << "message " << i << ": " << r->status().ToString();
-    ASSERT_TRUE(Check(in, 6)) << "message " << i;
-  }
-  for (auto& s : sends) ASSERT_TRUE(s->Wait(Soon()).ok()) << s->status().ToString();
+  StreamIntoIdleReceiver(t, 12, 1500, 4096, uint64_t{2} << 20);
 }
 
 // A peer that goes away while a large send waits for its READY fails that send.
