@@ -43,23 +43,15 @@ class GrantsFrom {
   void PostNext() { posted_.push_back(PostRecv(ctx_, peer_, step_, nullptr, 0)); }
 
   // Blocks until message i may be sent.
-  Status Await(size_t i) {
-    if (i < unasked_) return Status::Ok();
-    while (arrived_ <= i - unasked_) {
-      if (posted_.empty()) PostNext();
-      CHORUS_RETURN_IF_ERROR(Wait(ctx_, *posted_.front(), peer_));
-      posted_.pop_front();
-      ++arrived_;
-    }
-    return Status::Ok();
-  }
-
+  Status Await(size_t i) { return Advance(i, /*block=*/true).status(); }
   // Whether message i may be sent now (without blocking).
-  Result<bool> Test(size_t i) {
-    if (i < unasked_) return true;
-    while (arrived_ <= i - unasked_) {
+  Result<bool> Test(size_t i) { return Advance(i, /*block=*/false); }
+
+ private:
+  Result<bool> Advance(size_t i, bool block) {
+    while (i >= unasked_ && arrived_ <= i - unasked_) {
       if (posted_.empty()) PostNext();
-      if (!posted_.front()->Test()) return false;
+      if (!block && !posted_.front()->Test()) return false;
       CHORUS_RETURN_IF_ERROR(Wait(ctx_, *posted_.front(), peer_));
       posted_.pop_front();
       ++arrived_;
@@ -67,7 +59,6 @@ class GrantsFrom {
     return true;
   }
 
- private:
   const Context& ctx_;
   const int peer_;
   const uint32_t step_;

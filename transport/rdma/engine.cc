@@ -299,13 +299,19 @@ void Engine::PostSend(const BasicRequestPtr& req) {
     op.data = req->buf();
     op.eager = req;
   } else {
-    const uint32_t id = next_send_id_++;
-    if (next_send_id_ == 0) next_send_id_ = 1;
-    peers_[p].sends[id].req = req;
-    op.h.type = static_cast<uint16_t>(CtrlType::kRts);
-    op.h.id = id;
+    MakeRts(p, op, req);
   }
   Queue(p, std::move(op));
+}
+
+void Engine::MakeRts(int p, OutOp& op, BasicRequestPtr req) {
+  const uint32_t id = next_send_id_++;
+  if (next_send_id_ == 0) next_send_id_ = 1;
+  peers_[p].sends[id].req = std::move(req);
+  op.eager.reset();
+  op.data = nullptr;
+  op.h.type = static_cast<uint16_t>(CtrlType::kRts);
+  op.h.id = id;
 }
 
 void Engine::SelfSend(const BasicRequestPtr& req) {
@@ -362,24 +368,15 @@ void Engine::KeepEarly(int p, InMsg& m, const void* payload) {
   m.data.reset(new char[m.len]);
   std::memcpy(m.data.get(), payload, m.len);
   if (p == rank_) return;  // our own sends: copied, never paused
-  Peer& peer = peers_[p];
   m.held = m.len;
-  peer.held += m.len;
-  if (!peer.pause_sent && peer.held > opts_.pause_above) {
-    peer.pause_sent = true;
-    SendFlowControl(p, CtrlType::kPause);
-  }
+  if (peers_[p].held.Add(m.len, opts_.pause_above)) SendFlowControl(p, CtrlType::kPause);
 }
 
 void Engine::ReleaseHeld(int p, InMsg& m) {
   if (m.held == 0) return;
-  Peer& peer = peers_[p];
-  peer.held -= m.held;
+  const uint64_t bytes = m.held;
   m.held = 0;
-  if (peer.pause_sent && peer.held < opts_.resume_below) {
-    peer.pause_sent = false;
-    SendFlowControl(p, CtrlType::kResume);
-  }
+  if (peers_[p].held.Remove(bytes, opts_.resume_below)) SendFlowControl(p, CtrlType::kResume);
 }
 
 void Engine::SendFlowControl(int p, CtrlType type) {
@@ -667,14 +664,7 @@ void Engine::Flush(int p) {
     const uint32_t reserve = type == CtrlType::kCredit || type == CtrlType::kAbort ? 0 : 1;
     if (peer.credits <= reserve) return;
     if (type == CtrlType::kEager && peer.paused && op.h.len > 0) {
-      // Queued before the peer said PAUSE: it goes by RTS instead.
-      const uint32_t id = next_send_id_++;
-      if (next_send_id_ == 0) next_send_id_ = 1;
-      peer.sends[id].req = std::move(op.eager);
-      op.eager.reset();
-      op.data = nullptr;
-      op.h.type = static_cast<uint16_t>(CtrlType::kRts);
-      op.h.id = id;
+      MakeRts(p, op, std::move(op.eager));  // queued before the peer said PAUSE
     }
     if (!PostCtrl(p, op)) return;
     peer.out.pop_front();

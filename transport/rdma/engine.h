@@ -20,6 +20,7 @@
 
 #include "chorus/deadline.h"
 #include "chorus/status.h"
+#include "transport/early_hold.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"
 #include "transport/rdma/ctrl.h"
@@ -41,8 +42,8 @@ struct EngineOptions {
   int64_t keepalive_ms = 1000;          // probe a peer we wait for after this much silence
   int64_t peer_timeout_ms = 10000;      // and declare it gone after this much more
   int64_t poll_us = 0;                  // poll the completion queue this long before sleeping
-  uint64_t pause_above = 64 << 20;      // early EAGER bytes held from a peer before it is told to PAUSE
-  uint64_t resume_below = 16 << 20;     // and RESUME
+  uint64_t pause_above = kDefaultPauseAbove;    // early EAGER bytes held from a peer before it is told to PAUSE
+  uint64_t resume_below = kDefaultResumeBelow;  // and RESUME
 };
 
 class Engine {
@@ -114,9 +115,8 @@ class Engine {
     int pending = 0;       // our unfinished requests with this peer
     bool abort_sent = false;
     bool credit_queued = false;
-    uint64_t held = 0;        // early EAGER bytes we keep for this peer's messages
-    bool pause_sent = false;  // we told it to PAUSE
-    bool paused = false;      // it told us to
+    EarlyHold held;       // its early EAGER messages we keep, and whether we said PAUSE
+    bool paused = false;  // it told us to PAUSE
     std::vector<uint32_t> free_send_slots;
     std::deque<OutOp> out;
     // Large sends whose CTS came, to be written; apart from `out` so that control
@@ -147,7 +147,8 @@ class Engine {
   void KeepEarly(int p, InMsg& m, const void* payload);
   void ReleaseHeld(int p, InMsg& m);
   void SendFlowControl(int p, CtrlType type);
-  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0};
+  // Makes op the RTS of large send `req` (EAGER-sized too, while the peer is paused).
+  void MakeRts(int p, OutOp& op, BasicRequestPtr req);
   void OnAnnounce(int p, const CtrlHeader& h, const char* payload);
   void Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char* payload);
   void Refuse(int p, const InMsg& m, const Status& why);
@@ -182,6 +183,7 @@ class Engine {
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   unsigned unacked_events_ = 0;
+  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0};  // counters()
   std::unique_ptr<char[], void (*)(void*)> pool_{nullptr, nullptr};
   std::unique_ptr<MemoryRegion> pool_mr_;
   RegistrationCache cache_;

@@ -17,6 +17,7 @@
 #include "chorus/config.h"
 #include "chorus/deadline.h"
 #include "chorus/status.h"
+#include "transport/early_hold.h"
 #include "transport/transport.h"
 
 namespace chorus::transport {
@@ -33,8 +34,8 @@ struct RdmaOptions {
   uint32_t eager_bytes = 8192;
   int64_t poll_us = 0;    // poll before sleeping (CHORUS_IB_POLL_US)
   int64_t peer_timeout_ms = 10000;  // a silent peer we wait for fails after this (CHORUS_IB_PEER_TIMEOUT)
-  uint64_t pause_above = 64 << 20;  // early EAGER bytes held from one peer before it must send by RTS
-  uint64_t resume_below = 16 << 20;
+  uint64_t pause_above = kDefaultPauseAbove;  // early EAGER bytes held from one peer before it must send by RTS
+  uint64_t resume_below = kDefaultResumeBelow;
 
   static RdmaOptions FromConfig(const Config& config, const std::string& local_ip);
 };

@@ -32,12 +32,11 @@ constexpr auto kLockLook = std::chrono::microseconds(50);
 // large message is never copied twice. Smaller ones go at once.
 constexpr uint64_t kRendezvousBytes = 256 << 10;
 bool Rendezvous(uint64_t tag, uint64_t bytes) { return (tag >> 63) == 0 && bytes >= kRendezvousBytes; }
-// A receiver holding more than this of a peer's early messages tells it to PAUSE (send
-// everything by rendezvous) until it holds less than kResumeBelow: a sender that runs
-// ahead of its receiver (a stream of sends into a few posted receives) would otherwise
-// fill the receiver's memory (2.9 GB after a 4 GB stream of 64 KiB sends).
-constexpr uint64_t kPauseAbove = 64 << 20;
-constexpr uint64_t kResumeBelow = 16 << 20;
+// A receiver holding more than kDefaultPauseAbove of a peer's early messages tells it
+// to PAUSE (send everything by rendezvous) until it holds less than
+// kDefaultResumeBelow (early_hold.h): a sender that runs ahead of its receiver (a
+// stream of sends into a few posted receives) would otherwise fill the receiver's
+// memory (2.9 GB after a 4 GB stream of 64 KiB sends).
 
 // Messages smaller than this all go on a peer's first socket: a small message costs
 // less on a connection that carried the last one (8-byte all_reduce, 2 ranks on
@@ -324,13 +323,15 @@ void Engine::PostSend(const BasicRequestPtr& req) {
   TagState& ts = peers_[p].tags[req->tag()];
   const uint64_t seq = ts.next_send_seq++;
   const bool ready = !ts.early_ready.empty() && ts.early_ready.erase(seq) > 0;
-  const bool by_rendezvous = Rendezvous(req->tag(), req->bytes()) || (peers_[p].paused && req->bytes() > 0) ||
-                             req->bytes() >= opts_.rendezvous_all_from;
-  if (!ready && by_rendezvous) {
+  if (!ready && (ByRendezvous(req->tag(), req->bytes()) || (peers_[p].paused && req->bytes() > 0))) {
     ts.awaiting_ready.emplace(seq, req);
     return SendControl(p, FrameType::kRts, req->tag(), seq, req->bytes());
   }
   StartData(req, seq);
+}
+
+bool Engine::ByRendezvous(uint64_t tag, uint64_t bytes) const {
+  return Rendezvous(tag, bytes) || bytes >= opts_.rendezvous_all_from;
 }
 
 void Engine::StartData(const BasicRequestPtr& req, uint64_t seq) {
@@ -454,9 +455,7 @@ void Engine::TakeEarly(int peer, InMsg& m, uint64_t bytes) {
   if (peer == rank_) return;  // our own sends: copied, never paused
   Peer& p = peers_[peer];
   m.held = bytes;
-  p.early_held += bytes;
-  if (!p.pause_sent && p.early_held > kPauseAbove && p.error.ok() && !aborting_) {
-    p.pause_sent = true;
+  if (p.held.Add(bytes, kDefaultPauseAbove) && p.error.ok() && !aborting_) {
     SendControl(peer, FrameType::kPause, 0, 0, 0);
   }
 }
@@ -464,10 +463,9 @@ void Engine::TakeEarly(int peer, InMsg& m, uint64_t bytes) {
 void Engine::ReleaseHeld(int peer, InMsg& m) {
   if (m.held == 0) return;
   Peer& p = peers_[peer];
-  p.early_held -= m.held;
+  const uint64_t bytes = m.held;
   m.held = 0;
-  if (p.pause_sent && p.early_held < kResumeBelow && p.error.ok() && !aborting_) {
-    p.pause_sent = false;
+  if (p.held.Remove(bytes, kDefaultResumeBelow) && p.error.ok() && !aborting_) {
     SendControl(peer, FrameType::kResume, 0, 0, 0);
   }
 }
@@ -493,9 +491,7 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
   if (!m.header_seen) {
     // Frames will be received straight into the buffer; a rendezvous sender waits for
     // this READY (sent ahead, where the Recv is large enough that it may be one).
-    if (m.rts_seen || Rendezvous(req->tag(), req->bytes()) || req->bytes() >= opts_.rendezvous_all_from) {
-      SendReady(p, req->tag(), seq, m);
-    }
+    if (m.rts_seen || ByRendezvous(req->tag(), req->bytes())) SendReady(p, req->tag(), seq, m);
     return;
   }
   Status st = CheckMatch(rank_, p, req->tag(), m.total_len, m.fingerprint, *req);

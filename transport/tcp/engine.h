@@ -26,6 +26,7 @@
 
 #include "chorus/buffer_cache.h"
 #include "chorus/status.h"
+#include "transport/early_hold.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"
 #include "transport/tcp/conn.h"
@@ -116,11 +117,8 @@ class Engine final : public IoHandler, public RequestDriver {
     Status error;  // set once the connection is broken
     uint64_t rr = 0;
     std::map<uint64_t, TagState> tags;  // ordered: ReleaseTags erases ranges
-    // Flow control of early messages: bytes we hold from this peer for Recvs not posted
-    // yet, whether we told it to PAUSE, and whether it told us to.
-    uint64_t early_held = 0;
-    bool pause_sent = false;
-    bool paused = false;
+    EarlyHold held;       // its early messages we keep, and whether we said PAUSE
+    bool paused = false;  // it told us to PAUSE
     // Fingerprints declared and arrived per tag group (one call).
     GroupFingerprints groups;
   };
@@ -144,6 +142,9 @@ class Engine final : public IoHandler, public RequestDriver {
 
   void DrainCommands(Clock::time_point now);
   void PostSend(const BasicRequestPtr& req);
+  // Whether a message of `bytes` with `tag` waits for the receiver's READY (apart from
+  // a PAUSE): large point-to-point ones, and (tests) all from rendezvous_all_from.
+  bool ByRendezvous(uint64_t tag, uint64_t bytes) const;
   // Queues the DATA frames of send `seq` (its peer is ready for them).
   void StartData(const BasicRequestPtr& req, uint64_t seq);
   // A READY or RTS frame for message `seq` of `tag`, on the peer's first socket.
