@@ -27,6 +27,15 @@ inline Span EvenBlock(size_t count, int n, int i) {
   return Span{idx * base + std::min(idx, rem), base + (idx < rem ? 1 : 0)};
 }
 
+// Block i as EvenBlock splits whole units of `unit` elements (the last unit may be
+// short): every block starts at a multiple of `unit`, so blocks of an aligned buffer
+// stay aligned for vector loads.
+inline Span UnitBlock(size_t count, int n, int i, size_t unit) {
+  const Span units = EvenBlock((count + unit - 1) / unit, n, i);
+  const size_t begin = std::min(units.offset * unit, count);
+  return Span{begin, std::min((units.offset + units.count) * unit, count) - begin};
+}
+
 // Elements per chunk for a chunk size in bytes; never zero.
 inline size_t ChunkElems(size_t chunk_bytes, size_t elem_size) { return std::max<size_t>(1, chunk_bytes / elem_size); }
 

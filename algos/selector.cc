@@ -46,6 +46,7 @@ const char* AlgorithmName(Algorithm a) {
     case Algorithm::kLinear: return "linear";
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kDissemination: return "dissemination";
+    case Algorithm::kCudaIpc: return "cuda_ipc";
   }
   return "unknown";
 }
@@ -87,6 +88,25 @@ Choice Selector::Choose(Collective c, size_t bytes, int world_size) const {
                                   " B: bandwidth-bound, ring sends 2(n-1)/n of the data" + note};
   }
   return {OnlyAlgorithm(c), std::string("the only algorithm for ") + CollectiveName(c) + note};
+}
+
+Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const {
+  std::string why_not;
+  if (world_size < 2) {
+    why_not = "one rank";
+  } else if (!where.all_on_this_host) {
+    why_not = "not every rank is on this host";
+  } else if (!where.ipc_allowed) {
+    why_not = "CHORUS_CUDA_IPC=off";
+  } else if (!where.ipc_declined.empty()) {
+    why_not = "CUDA IPC declined: " + where.ipc_declined;
+  } else {
+    return {Algorithm::kCudaIpc, "device buffers, all " + std::to_string(world_size) +
+                                     " ranks on this host: CUDA IPC (each rank reads its peers' buffers directly)"};
+  }
+  Choice host = Choose(c, bytes, world_size);
+  host.reason = "device buffers staged through host memory (" + why_not + "); " + host.reason;
+  return host;
 }
 
 }  // namespace chorus::algos

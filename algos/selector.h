@@ -19,6 +19,7 @@ enum class Algorithm {
   kLinear,             // gather, scatter
   kPairwise,           // all_to_all
   kDissemination,      // barrier
+  kCudaIpc,            // every collective on device buffers, all ranks on one host (cuda_ipc_collectives.h)
 };
 
 const char* AlgorithmName(Algorithm a);
@@ -39,11 +40,21 @@ struct SelectorConfig {
   size_t allreduce_rd_max_bytes = 64 << 10;
 };
 
+// What the choice for a call on device buffers depends on besides the size.
+struct DevicePlacement {
+  bool all_on_this_host = false;  // every rank of the communicator shares this host
+  bool ipc_allowed = true;        // CHORUS_CUDA_IPC is not off
+  std::string ipc_declined;       // non-empty: the ranks found CUDA IPC impossible, and why
+};
+
 class Selector {
  public:
   Selector() = default;  // the size rule with default thresholds, nothing forced
   static Result<Selector> Create(const SelectorConfig& config);
   Choice Choose(Collective c, size_t bytes, int world_size) const;
+  // A CUDA-stream call on device buffers: CUDA IPC where every rank is on this host,
+  // else what Choose picks, run on host stand-ins of the buffers.
+  Choice ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const;
 
  private:
   explicit Selector(SelectorConfig config, bool has_forced, Algorithm forced)

@@ -257,9 +257,13 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
   DeviceIo io = CallIo(call, rank_, size_);
   Result<IoPlace> place = PlaceOf(call, io);
   if (!place.ok()) return place.status();
+  if (place.value() == IoPlace::kDevice) {
+    if (std::optional<Work> w = TryCudaIpc(call, io, nullptr)) return w->Wait();
+  }
   Result<HostRun> run = Prepare(call, &io);
   if (!run.ok()) return run.status();
   if (place.value() == IoPlace::kHost) return run.value()(call.send, call.recv, nullptr);
+  device_calls_staged_.fetch_add(1);
   return device_->RunNow(io, run.value(), Deadline::AfterMs(config_.timeout_ms));
 }
 
@@ -293,13 +297,72 @@ Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& w
                           [this](const Status& why) { transport_->Abort(why); });
 }
 
+std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io, void* stream) {
+  std::lock_guard<std::mutex> lock(ipc_mu_);
+  const algos::DevicePlacement where{local_size_ == size_, config_.cuda_ipc != "off", ipc_declined_};
+  const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
+  if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
+  if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);
+  if (Status st = CheckUsable(); !st.ok()) return Work::Failed(st);
+  if (stream == nullptr) {  // the host form: the caller's inputs are ready, no stream of its own to follow
+    if (host_form_stream_.get() == nullptr) {
+      Result<kernels::cuda::Stream> made = kernels::cuda::Stream::Create();
+      if (!made.ok()) {  // the peers go on into this call: they must hear why this rank cannot
+        Status st = made.status().WithContext(CallName(call, rank_) + " through CUDA IPC");
+        transport_->Abort(st);
+        return Work::Failed(st);
+      }
+      host_form_stream_ = std::move(made.value());
+    }
+    stream = host_form_stream_.get();
+  }
+  const algos::Context ctx{*transport_, coll_seq_.fetch_add(1),
+                           algos::WithAlgorithm(algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
+                                                static_cast<int>(choice.algorithm)),
+                           Deadline::AfterMs(config_.timeout_ms)};
+  const std::string what = "rank " + std::to_string(rank_) + " " + algos::DescribeFingerprint(ctx.fingerprint);
+  CHORUS_TRACE(what << " #" << ctx.seq << ": cuda_ipc (" << choice.reason << ")");
+  if (!ipc_) ipc_ = std::make_unique<algos::CudaIpcState>();
+  const algos::DeviceCall dc{call.kind,  call.send,  io.send_bytes, call.recv, io.recv_bytes,
+                             call.count, call.dtype, call.op,       call.root};
+  Result<algos::IpcOutcome> out = algos::RunCudaIpc(ctx, dc, *ipc_, stream);
+  if (!out.ok()) {
+    // Peers may have enqueued their part: they must hear that this call failed.
+    Status st = out.status().WithContext(what + " (cuda_ipc)");
+    transport_->Abort(st);
+    return Work::Failed(st);
+  }
+  transport_->ReleaseTags(algos::CollectiveTag(ctx.seq, 0), algos::CollectiveTag(ctx.seq, 0xffff));
+  if (!out.value().ran) {
+    CHORUS_INFO(what << ": CUDA IPC declined (" << out.value().why << "), staged through host memory instead"
+                     << (out.value().for_good ? " from now on" : ""));
+    if (out.value().for_good) ipc_declined_ = out.value().why.empty() ? "a rank cannot" : out.value().why;
+    return std::nullopt;
+  }
+  device_calls_ipc_.fetch_add(1);
+  return WorkUntilStreamReaches(stream, config_.timeout_ms, what);
+}
+
 Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
-  return EnqueueOn(stream, CallIo(call, rank_, size_), CallName(call, rank_), [&](DeviceIo* io) { return Prepare(call, io); });
+  const std::string what = CallName(call, rank_);
+  DeviceIo io = CallIo(call, rank_, size_);
+  if (Status st = CheckStreamIo(io, what); !st.ok()) return Work::Failed(st);
+  if (std::optional<Work> w = TryCudaIpc(call, io, stream)) return std::move(*w);
+  device_calls_staged_.fetch_add(1);
+  return EnqueueOn(stream, io, what, [&](DeviceIo* io) { return Prepare(call, io); });
+}
+
+TrafficCounters CommunicatorImpl::Counters() const {
+  TrafficCounters c = transport_ ? transport_->counters() : TrafficCounters{};
+  c.device_calls_ipc = device_calls_ipc_.load();
+  c.device_calls_staged = device_calls_staged_.load();
+  return c;
 }
 
 Work CommunicatorImpl::EnqueueP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, void* stream) {
   Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
   if (!what.ok()) return Work::Failed(what.status());
+  device_calls_staged_.fetch_add(1);
   return EnqueueOn(stream, P2PIo(is_send, buf, bytes), what.value(),
                    [&](DeviceIo*) -> Result<HostRun> { return P2PRun(is_send, bytes, peer, tag, what.value()); });
 }

@@ -5,15 +5,18 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "algos/cuda_ipc_collectives.h"
 #include "algos/selector.h"
 #include "chorus/buffer_cache.h"
 #include "chorus/collective_call.h"
 #include "chorus/communicator.h"
 #include "chorus/device_calls.h"
 #include "chorus/executor.h"
+#include "kernels/cuda/device_memory.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
@@ -31,7 +34,7 @@ class CommunicatorImpl {
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
   std::string Describe() const;
-  TrafficCounters Counters() const { return transport_ ? transport_->counters() : TrafficCounters{}; }
+  TrafficCounters Counters() const;
 
   // ISend/IRecv: host buffers only (a device buffer is an error naming the forms
   // that take one).
@@ -74,6 +77,11 @@ class CommunicatorImpl {
   // takes a sequence number, then enqueues.
   Work EnqueueOn(void* stream, DeviceIo io, const std::string& what,
                  const std::function<Result<HostRun>(DeviceIo*)>& prepare);
+  // A stream-form collective through CUDA IPC where the selector picks it and every
+  // rank can (algos/cuda_ipc_collectives.h); nothing where it runs another way.
+  // `stream` null: the host form (inputs ready, results there on return), on a stream
+  // of the communicator's own.
+  std::optional<Work> TryCudaIpc(const CollectiveCall& call, const DeviceIo& io, void* stream);
 
   Config config_;
   rendezvous::InitSpec spec_;
@@ -95,6 +103,11 @@ class CommunicatorImpl {
   std::atomic<uint64_t> coll_seq_{0};
   std::atomic<uint64_t> split_seq_{0};
   std::unique_ptr<DeviceCalls> device_;  // declared before executor_: its tasks use it
+  std::mutex ipc_mu_;                      // one CUDA IPC call at a time
+  std::unique_ptr<algos::CudaIpcState> ipc_;
+  kernels::cuda::Stream host_form_stream_;  // made by the first host-form call through CUDA IPC
+  std::string ipc_declined_;  // why the ranks found CUDA IPC impossible for good (same on every rank)
+  std::atomic<uint64_t> device_calls_ipc_{0}, device_calls_staged_{0};
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;

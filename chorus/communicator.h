@@ -106,9 +106,12 @@ class Communicator {
   // The same on CUDA device buffers with NCCL's semantics: the call checks its
   // arguments, enqueues the operation on `stream` and returns; work enqueued on the
   // stream afterwards sees the result. The Work ends with the operation (Wait() blocks
-  // the host; errors are reported there). Operations run in the order they were
-  // called, one at a time per communicator, through host memory (device -> host ->
-  // network -> host -> device). Without a usable GPU they fail with "no CUDA device".
+  // the host; errors are reported there). Collectives of ranks that all share one host
+  // go through CUDA IPC (peers' buffers read directly; the call returns once every
+  // rank has called it; CHORUS_CUDA_IPC=off turns it off); otherwise operations run in
+  // the order they were called, one at a time per communicator, through host memory
+  // (device -> host -> network -> host -> device). Counters() says which way calls
+  // went. Without a usable GPU they fail with "no CUDA device".
   // Host buffers here are an error; so are a device buffer and a host buffer mixed in
   // one call of any form.
   Work AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, CudaStream stream);

@@ -35,6 +35,10 @@ struct Config {
   // An RDMA peer that a request waits for and that stays silent this long, even to a
   // PING, fails the communicator naming it (CHORUS_IB_PEER_TIMEOUT, seconds).
   int64_t ib_peer_timeout_ms = 10 * 1000;
+  // CUDA-stream calls on device buffers when every rank is on this host (CHORUS_CUDA_IPC):
+  // "auto" (through CUDA IPC where every rank can map its peers' memory) or "off"
+  // (staged through host memory and the transport, like ranks on different hosts).
+  std::string cuda_ipc = "auto";
   // TCP engine: "auto" (= epoll with application progress), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.

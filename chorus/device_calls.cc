@@ -61,7 +61,32 @@ class CudaCopies final : public CopyEngine {
   uint64_t first_ = 0;  // the ticket of marks_.front()
 };
 
+// Waits for a stream mark.
+class MarkWork final : public WorkState {
+ public:
+  MarkWork(cuda::StreamMark mark, std::chrono::milliseconds timeout, std::string what)
+      : mark_(std::move(mark)), timeout_(timeout), what_(std::move(what)) {}
+  bool Test() override { return mark_.Reached(); }
+  Status Wait(std::chrono::milliseconds timeout) override {
+    Status st = mark_.Wait(Deadline::AfterMs(timeout.count()), "the operation on its CUDA stream");
+    return st.ok() ? st : st.WithContext(what_);
+  }
+  std::chrono::milliseconds default_timeout() const override { return timeout_; }
+
+ private:
+  cuda::StreamMark mark_;
+  std::chrono::milliseconds timeout_;
+  std::string what_;
+};
+
 }  // namespace
+
+Work WorkUntilStreamReaches(void* stream, int64_t timeout_ms, std::string what) {
+  Result<cuda::StreamMark> mark = cuda::StreamMark::Record(stream);
+  if (!mark.ok()) return Work::Failed(mark.status().WithContext(what));
+  return Work(std::make_shared<MarkWork>(std::move(mark.value()), std::chrono::milliseconds(timeout_ms),
+                                         std::move(what)));
+}
 
 Result<IoPlace> ClassifyIo(const DeviceIo& io) {
   const cuda::MemoryKind s = io.send_bytes ? cuda::PointerKind(io.send) : cuda::MemoryKind::kHost;

@@ -25,8 +25,10 @@
 // order them compatibly (one sends first, the other receives first), as blocking
 // sends do; TCP buffers unexpected messages and does not care.
 //
-// Not yet: a CUDA IPC path for ranks on one host, and reductions on the GPU: every
-// byte goes device -> host -> wire -> host -> device, and the host reduces.
+// Ranks that all share one host do not come here for collectives: CommunicatorImpl
+// runs those through CUDA IPC (algos/cuda_ipc_collectives.h) where every rank can, and
+// returns a Work from WorkUntilStreamReaches. Not yet: reductions on the GPU here (every
+// byte goes device -> host -> wire -> host -> device, and the host reduces).
 #pragma once
 
 #include <cstddef>
@@ -65,6 +67,10 @@ using HostRun = std::function<Status(const void* send, void* recv, algos::Stream
 enum class IoPlace { kHost, kDevice };
 Result<IoPlace> ClassifyIo(const DeviceIo& io);
 Status CheckStreamIo(const DeviceIo& io, const std::string& what);
+
+// A Work that ends when `stream` reaches what was enqueued on it so far (its mark is
+// recorded now); Wait() past the timeout is an error naming `what`.
+Work WorkUntilStreamReaches(void* stream, int64_t timeout_ms, std::string what);
 
 class DeviceCalls {
  public:

@@ -53,12 +53,37 @@ struct Inputs {
   const void* p[kMaxInputs];
 };
 
+// Left to right over the n inputs, accumulating in T::Load's type (float for fp16/bf16),
+// 16 bytes per input and lane group where `vector` (every pointer 16-byte aligned).
 template <typename S, typename Op>
-__global__ void ReduceNKernel(S* dst, Inputs in, int n, size_t count) {
+__global__ void ReduceNKernel(S* __restrict__ dst, Inputs in, int n, size_t count, bool vector) {
   using T = StorageTraits<S>;
+  using A = decltype(T::Load(S()));
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    auto acc = T::Load(static_cast<const S*>(in.p[0])[i]);
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  size_t done = 0;
+  if (vector) {
+    using V = Vec<S>;
+    const size_t nvec = count / V::kLanes;
+    for (size_t i = first; i < nvec; i += stride) {
+      const V x = static_cast<const V*>(in.p[0])[i];
+      A acc[V::kLanes];
+#pragma unroll
+      for (int l = 0; l < V::kLanes; ++l) acc[l] = T::Load(x.v[l]);
+      for (int k = 1; k < n; ++k) {
+        const V y = static_cast<const V*>(in.p[k])[i];
+#pragma unroll
+        for (int l = 0; l < V::kLanes; ++l) acc[l] = Op()(acc[l], T::Load(y.v[l]));
+      }
+      V r;
+#pragma unroll
+      for (int l = 0; l < V::kLanes; ++l) r.v[l] = T::Store(acc[l]);
+      reinterpret_cast<V*>(dst)[i] = r;
+    }
+    done = nvec * V::kLanes;
+  }
+  for (size_t i = done + first; i < count; i += stride) {
+    A acc = T::Load(static_cast<const S*>(in.p[0])[i]);
     for (int k = 1; k < n; ++k) acc = Op()(acc, T::Load(static_cast<const S*>(in.p[k])[i]));
     dst[i] = T::Store(acc);
   }
@@ -174,13 +199,19 @@ Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs
     CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::ReduceN", "inputs[" + std::to_string(k) + "]", inputs[k], count));
   }
   Inputs in{};
-  for (int k = 0; k < n; ++k) in.p[k] = inputs[k];
+  uintptr_t bits = reinterpret_cast<uintptr_t>(dst);
+  for (int k = 0; k < n; ++k) {
+    in.p[k] = inputs[k];
+    bits |= reinterpret_cast<uintptr_t>(inputs[k]);
+  }
+  const bool vector = (bits & 15u) == 0;
   auto s = static_cast<cudaStream_t>(stream);
   VisitDataType(dtype, [&](auto tag) {
     using S = decltype(tag);
     VisitReduceOp(op, [&](auto fn) {
       using Op = decltype(fn);
-      ReduceNKernel<S, Op><<<Blocks(count), kThreads, 0, s>>>(static_cast<S*>(dst), in, n, count);
+      const size_t work = vector ? count / Vec<S>::kLanes + 1 : count;
+      ReduceNKernel<S, Op><<<Blocks(work), kThreads, 0, s>>>(static_cast<S*>(dst), in, n, count, vector);
     });
   });
   return Launched("reduce of " + std::to_string(n) + " inputs", dtype, count);

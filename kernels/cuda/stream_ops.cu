@@ -98,6 +98,10 @@ Status StreamMark::Wait(Deadline deadline, const char* what) const {
   return PollUntil([e] { return cudaEventQuery(e); }, deadline, what);
 }
 
+bool StreamMark::Reached() const {
+  return event_ == nullptr || cudaEventQuery(static_cast<cudaEvent_t>(event_)) != cudaErrorNotReady;
+}
+
 Result<StreamGate> StreamGate::Create() {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
   StreamGate g;

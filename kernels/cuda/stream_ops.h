@@ -69,6 +69,8 @@ class StreamMark {
   StreamMark& operator=(const StreamMark&) = delete;
   // Until the stream reached the mark; a timeout error names `what` past the deadline.
   Status Wait(Deadline deadline, const char* what) const;
+  // Whether the stream reached the mark or failed (Wait then says how); never blocks.
+  bool Reached() const;
 
  private:
   void* event_ = nullptr;

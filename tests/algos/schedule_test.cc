@@ -6,6 +6,7 @@
 
 #include "algos/binomial_tree.h"
 #include "algos/chunking.h"
+#include "algos/selector.h"
 
 namespace chorus::algos {
 namespace {
@@ -23,6 +24,23 @@ TEST(EvenBlockTest, CoversTheBufferWithTheRemainderOnTheFirstBlocks) {
       EXPECT_EQ(next, count);
     }
   }
+}
+
+TEST(UnitBlockTest, CoversTheBufferInWholeUnits) {
+  for (int n = 1; n <= 5; ++n) {
+    for (size_t count : {0, 1, 63, 64, 65, 200, 1023, 4099}) {
+      size_t next = 0;
+      for (int i = 0; i < n; ++i) {
+        const Span b = UnitBlock(count, n, i, 64);
+        EXPECT_EQ(b.offset, next) << "n=" << n << " count=" << count << " block " << i;
+        EXPECT_TRUE(b.count == 0 || b.offset % 64 == 0) << "n=" << n << " count=" << count << " block " << i;
+        EXPECT_LE(b.count, ((count + 63) / 64 + n - 1) / n * 64);
+        next += b.count;
+      }
+      EXPECT_EQ(next, count) << "n=" << n << " count=" << count;
+    }
+  }
+  EXPECT_EQ(UnitBlock(256, 2, 1, 64).offset, 128u);  // two units each
 }
 
 TEST(ChunkWalkTest, WalksEveryChunkOfEveryStepAndEmptyBlocksOnce) {
@@ -75,6 +93,38 @@ TEST(BinomialTreeTest, EveryRankHasOneParentAndTheTreeIsShallow) {
       }
     }
   }
+}
+
+// Device buffers: CUDA IPC only where every rank shares this host and nobody turned it
+// off or found it impossible; otherwise the host algorithm, saying why not IPC.
+TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
+  const Selector s;
+  DevicePlacement local;
+  local.all_on_this_host = true;
+  Choice c = s.ChooseForDevice(Collective::kAllReduce, 64 << 20, 4, local);
+  EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  EXPECT_NE(c.reason.find("all 4 ranks on this host"), std::string::npos) << c.reason;
+
+  DevicePlacement remote;  // some rank elsewhere
+  c = s.ChooseForDevice(Collective::kAllReduce, 64 << 20, 4, remote);
+  EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
+  EXPECT_NE(c.reason.find("not every rank is on this host"), std::string::npos) << c.reason;
+
+  DevicePlacement off = local;
+  off.ipc_allowed = false;
+  c = s.ChooseForDevice(Collective::kBroadcast, 1 << 20, 2, off);
+  EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
+  EXPECT_NE(c.reason.find("CHORUS_CUDA_IPC=off"), std::string::npos) << c.reason;
+
+  DevicePlacement declined = local;
+  declined.ipc_declined = "rank 1: no peer access";
+  c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, declined);
+  EXPECT_EQ(c.algorithm, Algorithm::kRecursiveDoubling) << c.reason;
+  EXPECT_NE(c.reason.find("rank 1: no peer access"), std::string::npos) << c.reason;
+
+  c = s.ChooseForDevice(Collective::kAllReduce, 8, 1, local);
+  EXPECT_NE(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  EXPECT_STREQ(AlgorithmName(Algorithm::kCudaIpc), "cuda_ipc");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(c->timeout_ms, 30 * 60 * 1000);
   EXPECT_EQ(c->tcp_engine, "auto");
   EXPECT_EQ(c->nsocks_per_peer, 2);
+  EXPECT_EQ(c->cuda_ipc, "auto");
 }
 
 TEST(Config, ReadsEveryVariable) {
@@ -28,7 +29,8 @@ TEST(Config, ReadsEveryVariable) {
                                              {"CHORUS_CHUNK_BYTES", "1M"},
                                              {"CHORUS_SCRATCH_CACHE", "0"},
                                              {"CHORUS_SOCKET_IFNAME", "^docker,lo"},
-                                             {"CHORUS_ALGO", "ring"}}));
+                                             {"CHORUS_ALGO", "ring"},
+                                             {"CHORUS_CUDA_IPC", "OFF"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->timeout_ms, 90000);
   EXPECT_EQ(c->connect_timeout_ms, 5000);
@@ -40,6 +42,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c->scratch_cache_bytes, 0);
   EXPECT_EQ(c->socket_ifname, "^docker,lo");
   EXPECT_EQ(c->algo, "ring");
+  EXPECT_EQ(c->cuda_ipc, "off");
 }
 
 void ExpectBad(const std::string& name, const std::string& value) {
@@ -54,6 +57,7 @@ TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_TIMEOUT", "-5");
   ExpectBad("CHORUS_TIMEOUT", "12abc");
   ExpectBad("CHORUS_TCP_ENGINE", "dpdk");
+  ExpectBad("CHORUS_CUDA_IPC", "yes please");
   ExpectBad("CHORUS_NSOCKS_PERPEER", "0");
   ExpectBad("CHORUS_NSOCKS_PERPEER", "1000");
   ExpectBad("CHORUS_SOCKET_BUFSIZE", "lots");

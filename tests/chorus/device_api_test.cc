@@ -57,10 +57,29 @@ std::pair<bool, std::string> GpuProbe() {
 #define SKIP_WITHOUT_GPU() \
   if (auto _p = GpuProbe(); !_p.first) GTEST_SKIP() << _p.second
 
-Options TestOptions() { return testing::FileInitOptions(60000, 30000); }
+Options TestOptions(const std::string& cuda_ipc = "auto") {
+  Options o = testing::FileInitOptions(60000, 30000);
+  o.config->cuda_ipc = cuda_ipc;
+  return o;
+}
 
-// Every collective, dtype and op in turn, staged through the device in each rank.
-int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64_t salt) {
+// The two ways a stream-form collective runs when every rank is on this host.
+enum class Path { kCudaIpc, kStaged };
+const char* IpcSetting(Path p) { return p == Path::kCudaIpc ? "auto" : "off"; }
+
+// The device-buffer collectives took `path` (in-place all_to_all always stages: CUDA IPC
+// declines it).
+Status CheckPath(const Communicator& comm, Path path) {
+  const TrafficCounters c = comm.Counters();
+  const std::string got =
+      "ipc " + std::to_string(c.device_calls_ipc) + ", staged " + std::to_string(c.device_calls_staged);
+  if (path == Path::kCudaIpc && c.device_calls_ipc == 0) return InternalError("no call went through CUDA IPC (" + got + ")");
+  if (path == Path::kStaged && c.device_calls_ipc != 0) return InternalError("CHORUS_CUDA_IPC=off, yet " + got);
+  return Status::Ok();
+}
+
+// Every collective, dtype and op in turn, on device buffers in each rank.
+int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64_t salt, Path path = Path::kStaged) {
   auto comm = Communicator::Create(o);
   RANK_OK(comm.status());
   Result<cu::Stream> stream = cu::Stream::Create();
@@ -70,36 +89,118 @@ int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64
     RANK_OK(call.RunOnDevice(**comm, stream_form ? stream.value().get() : nullptr));
     RANK_OK(call.Check());
   }
+  RANK_OK(CheckPath(**comm, path));
   RANK_OK((*comm)->Shutdown());
   return 0;
 }
 
-TEST(DeviceApiTest, StreamFormTwoRanks) {
+TEST(DeviceApiTest, StreamFormTwoRanksCudaIpc) {
   SKIP_WITHOUT_GPU();
   const Options o = TestOptions();
-  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, true, 11); }, {120, {}}));
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, true, 11, Path::kCudaIpc); }, {120, {}}));
 }
 
-TEST(DeviceApiTest, StreamFormThreeRanks) {
+TEST(DeviceApiTest, StreamFormThreeRanksCudaIpc) {
   SKIP_WITHOUT_GPU();
   const Options o = TestOptions();
-  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 12); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 12, Path::kCudaIpc); }, {120, {}}));
 }
 
-TEST(DeviceApiTest, HostFormWithDevicePointersTwoAndThreeRanks) {
+// The path ranks on different hosts take (device -> host -> TCP -> host -> device).
+TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
+  SKIP_WITHOUT_GPU();
+  const Options o2 = TestOptions("off"), o3 = TestOptions("off");
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, true, 15, Path::kStaged); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, true, 16, Path::kStaged); }, {120, {}}));
+}
+
+// The host forms given device pointers (inputs ready when called, results there on return).
+TEST(DeviceApiTest, HostFormWithDevicePointersTwoAndThreeRanksCudaIpc) {
   SKIP_WITHOUT_GPU();
   const Options o2 = TestOptions(), o3 = TestOptions();
-  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, false, 13); }, {120, {}}));
-  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, false, 14); }, {120, {}}));
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, false, 13, Path::kCudaIpc); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, false, 14, Path::kCudaIpc); }, {120, {}}));
+}
+
+TEST(DeviceApiTest, HostFormWithDevicePointersStaged) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions("off");
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, false, 17, Path::kStaged); }, {120, {}}));
+}
+
+// Many calls back to back on one stream, with no host synchronisation between them: each
+// all_reduce's input is the previous one's input plus its result (int64, exact), so a
+// call that read a peer's buffer too early or too late (events reused across calls)
+// gives a wrong number. Same buffers every time: the peers' mappings are reused.
+int ChainedAllReduces(const Options& o, int rank, int n) {
+  auto comm = Communicator::Create(o);
+  RANK_OK(comm.status());
+  Result<cu::Stream> s = cu::Stream::Create();
+  RANK_OK(s.status());
+  void* stream = s.value().get();
+  const size_t count = (256u << 10) + 3;
+  const int iters = 24;
+  auto a = cu::DeviceBuffer::Allocate(count * 8), b = cu::DeviceBuffer::Allocate(count * 8);
+  RANK_OK(a.status());
+  RANK_OK(b.status());
+  // On the host, every rank's a: a_p[i] = p + 1 + i % 7; b = sum_p a_p; a_p += b.
+  std::vector<std::vector<int64_t>> want(n, std::vector<int64_t>(count));
+  for (int p = 0; p < n; ++p) {
+    for (size_t i = 0; i < count; ++i) want[p][i] = p + 1 + static_cast<int64_t>(i % 7);
+  }
+  RANK_OK(cu::CopyToDevice(a.value().get(), want[rank].data(), count * 8));
+  std::vector<Work> works;
+  for (int k = 0; k < iters; ++k) {
+    works.push_back((*comm)->AllReduce(a.value().get(), b.value().get(), count, DataType::kInt64, ReduceOp::kSum,
+                                       CudaStream{stream}));
+    RANK_OK(cu::Reduce(DataType::kInt64, ReduceOp::kSum, a.value().get(), a.value().get(), b.value().get(), count,
+                       stream));
+    for (size_t i = 0; i < count; ++i) {
+      int64_t sum = 0;
+      for (int p = 0; p < n; ++p) sum += want[p][i];
+      for (int p = 0; p < n; ++p) want[p][i] += sum;
+    }
+  }
+  for (Work& w : works) RANK_OK(w.Wait());
+  RANK_OK(cu::Synchronize(stream));
+  std::vector<int64_t> got(count);
+  RANK_OK(cu::CopyToHost(got.data(), a.value().get(), count * 8));
+  for (size_t i = 0; i < count; ++i) {
+    RANK_CHECK(got[i] == want[rank][i], "element " + std::to_string(i) + ": got " + std::to_string(got[i]) +
+                                            ", want " + std::to_string(want[rank][i]));
+  }
+  RANK_OK(CheckPath(**comm, o.config->cuda_ipc == "off" ? Path::kStaged : Path::kCudaIpc));
+  if (o.config->cuda_ipc != "off") {  // the same buffers every time: no call may decline
+    const uint64_t ipc = (*comm)->Counters().device_calls_ipc;
+    RANK_CHECK(ipc == iters, std::to_string(ipc) + " of " + std::to_string(iters) + " calls went through CUDA IPC");
+  }
+  RANK_OK((*comm)->Shutdown());
+  return 0;
+}
+
+TEST(DeviceApiTest, ChainedCallsOnOneStreamCudaIpcTwoAndThreeRanks) {
+  SKIP_WITHOUT_GPU();
+  const Options o2 = TestOptions(), o3 = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o2, r, 2); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return ChainedAllReduces(o3, r, 3); }, {120, {}}));
+}
+
+TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions("off");
+  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
 
 // A kernel enqueued before the call must finish before the call reads its input; work
 // enqueued right after the call returns must see the result. Before: the input is
 // doubled in place by a reduction kernel (x + x). After: the result is copied to a
 // third buffer on the same stream, and that copy is what is checked.
-TEST(DeviceApiTest, StreamOrderBeforeAndAfter) {
+class StreamOrderTest : public ::testing::TestWithParam<Path> {};
+
+TEST_P(StreamOrderTest, BeforeAndAfter) {
   SKIP_WITHOUT_GPU();
-  const Options o = TestOptions();
+  const Path path = GetParam();
+  const Options o = TestOptions(IpcSetting(path));
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
@@ -132,10 +233,16 @@ TEST(DeviceApiTest, StreamOrderBeforeAndAfter) {
       RANK_CHECK(got[i] == want, "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " +
                                      std::to_string(want));
     }
+    RANK_OK(CheckPath(**comm, path));
     RANK_OK((*comm)->Shutdown());
     return 0;
   }));
 }
+
+INSTANTIATE_TEST_SUITE_P(BothPaths, StreamOrderTest, ::testing::Values(Path::kCudaIpc, Path::kStaged),
+                         [](const ::testing::TestParamInfo<Path>& i) {
+                           return std::string(i.param == Path::kCudaIpc ? "CudaIpc" : "Staged");
+                         });
 
 // Send/Recv of device buffers: the blocking host forms and the stream forms.
 TEST(DeviceApiTest, SendRecvDeviceBuffers) {

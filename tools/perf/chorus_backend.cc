@@ -65,15 +65,21 @@ class ChorusBackend : public Backend {
   int size() const override { return comm_ ? comm_->size() : 0; }
   std::string name() const override { return "chorus"; }
   std::string algo() const override { return algo_; }
-  // Device pointers go through chorus's host-form calls (staged on the calling thread).
+  // Device pointers go through chorus's host-form calls: CUDA IPC where every rank is on
+  // this host (unless CHORUS_CUDA_IPC=off), else staged through host memory.
   bool accepts_device_buffers() const override { return true; }
   std::string description() const override { return comm_ ? comm_->Describe() : ""; }
   std::string diagnostics() const override {
     if (!comm_) return "";
     const TrafficCounters c = comm_->Counters();
-    char text[160];
-    std::snprintf(text, sizeof(text), "rank %d: %llu messages (%.1f MiB) arrived before their receive was posted",
-                  comm_->rank(), static_cast<unsigned long long>(c.early_messages), c.early_bytes / 1048576.0);
+    char text[256];
+    int len = std::snprintf(text, sizeof(text), "rank %d: %llu messages (%.1f MiB) arrived before their receive was posted",
+                            comm_->rank(), static_cast<unsigned long long>(c.early_messages), c.early_bytes / 1048576.0);
+    if (c.device_calls_ipc + c.device_calls_staged > 0 && len > 0 && len < static_cast<int>(sizeof(text))) {
+      std::snprintf(text + len, sizeof(text) - len, "; device-buffer calls: %llu through CUDA IPC, %llu staged",
+                    static_cast<unsigned long long>(c.device_calls_ipc),
+                    static_cast<unsigned long long>(c.device_calls_staged));
+    }
     return text;
   }
 

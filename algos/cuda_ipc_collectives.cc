@@ -1,0 +1,288 @@
+#include "algos/cuda_ipc_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "algos/chunking.h"
+#include "algos/fingerprint.h"
+#include "kernels/cuda/reduce_cuda.h"
+
+namespace chorus::algos {
+namespace {
+
+namespace ipc = transport::cuda_ipc;
+namespace kcuda = kernels::cuda;
+
+// Steps (message tags) of one call.
+constexpr uint32_t kOfferStep = 0, kVerdictStep = 1, kMidStep = 2, kDoneStep = 3;
+
+// Whether a rank can take part; the largest verdict of all ranks decides.
+enum Verdict : uint8_t { kCan = 0, kNotThisCall = 1, kNever = 2 };
+
+struct Verdicts {
+  uint8_t verdict = kCan;
+  char why[119] = {};
+  void Decline(Verdict v, const std::string& reason) {
+    if (verdict != kCan) return;
+    verdict = v;
+    std::strncpy(why, reason.c_str(), sizeof(why) - 1);
+  }
+};
+
+// What a rank sends every peer first: its verdict, what it lets them map, its events.
+struct Offer {
+  Verdicts v;
+  uint8_t has_send = 0, has_recv = 0;
+  ipc::DeviceUuid device{};
+  ipc::ExportedBuffer send{}, recv{};
+  ipc::ExportedEvent ready{}, mid{}, done{};
+};
+
+// Sends `mine` to every peer and receives theirs into all[p] (all[rank] = mine).
+template <typename T>
+Status ExchangeAll(const Context& ctx, uint32_t step, const T& mine, std::vector<T>& all) {
+  const int n = ctx.size(), r = ctx.rank();
+  all.assign(n, T{});
+  all[r] = mine;
+  std::vector<transport::RequestPtr> recvs(n), sends(n);
+  for (int p = 0; p < n; ++p) {
+    if (p != r) recvs[p] = ctx.transport.Recv(p, ctx.tag(step), &all[p], sizeof(T), ctx.fingerprint);
+  }
+  for (int p = 0; p < n; ++p) {
+    if (p != r) sends[p] = ctx.transport.Send(p, ctx.tag(step), &mine, sizeof(T), ctx.fingerprint);
+  }
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *recvs[p], p, DescribeFingerprint));
+    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *sends[p], p, DescribeFingerprint));
+  }
+  return Status::Ok();
+}
+
+// An empty message to every peer and one from each: "recorded".
+Status Announce(const Context& ctx, uint32_t step) {
+  const int n = ctx.size(), r = ctx.rank();
+  std::vector<transport::RequestPtr> recvs(n), sends(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    recvs[p] = ctx.transport.Recv(p, ctx.tag(step), nullptr, 0, ctx.fingerprint);
+    sends[p] = ctx.transport.Send(p, ctx.tag(step), nullptr, 0, ctx.fingerprint);
+  }
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *recvs[p], p, DescribeFingerprint));
+    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *sends[p], p, DescribeFingerprint));
+  }
+  return Status::Ok();
+}
+
+// The stream waits for every peer's latest record of the event `which` picks.
+Status WaitForPeers(const Context& ctx, CudaIpcState& state, const std::vector<Offer>& offers,
+                    ipc::ExportedEvent Offer::*which, void* stream) {
+  for (int p = 0; p < ctx.size(); ++p) {
+    if (p != ctx.rank()) CHORUS_RETURN_IF_ERROR(state.peer_events.StreamWait(stream, offers[p].*which));
+  }
+  return Status::Ok();
+}
+
+// all_reduce's slice p, in units of 64 elements (at least 64 bytes): every slice of an
+// aligned buffer starts 16-byte aligned, and the kernels go 16 bytes at a time.
+Span SliceOf(size_t count, int n, int p) { return UnitBlock(count, n, p, 64); }
+
+bool Reduces(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+}
+
+// Which of rank p's buffers rank r reads (the send, the recv).
+std::pair<bool, bool> Reads(const DeviceCall& c, int r, int p) {
+  switch (c.kind) {
+    case Collective::kAllReduce: return {true, true};
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+    case Collective::kAllToAll: return {true, false};
+    case Collective::kReduce:
+    case Collective::kGather: return {r == c.root, false};
+    case Collective::kBroadcast: return {false, r != c.root && p == c.root};
+    case Collective::kScatter: return {p == c.root, false};
+    case Collective::kBarrier: return {false, false};
+  }
+  return {false, false};
+}
+
+// dst = inputs[0] op ... op inputs[n-1] over `count` elements (AVG: then / n).
+Status ReduceAll(const DeviceCall& c, void* dst, const std::vector<const void*>& inputs, size_t count, void* stream) {
+  if (count == 0) return Status::Ok();
+  const int n = static_cast<int>(inputs.size());
+  CHORUS_RETURN_IF_ERROR(kcuda::ReduceN(c.dtype, c.op, dst, inputs.data(), n, count, stream));
+  return c.op == ReduceOp::kAvg ? kcuda::ScaleForAvg(c.dtype, dst, count, n, stream) : Status::Ok();
+}
+
+// Phase 1: read the peers' inputs (send[p], or recv[p] for a broadcast's root) and
+// write this rank's output.
+Status PhaseOne(const Context& ctx, const DeviceCall& c, const std::vector<const char*>& send,
+                const std::vector<const char*>& recv, void* stream) {
+  const int n = ctx.size(), r = ctx.rank();
+  const size_t e = DataTypeSize(c.dtype), b = c.count * e;
+  char* out = static_cast<char*>(c.recv);
+  std::vector<const void*> in(n);
+  switch (c.kind) {
+    case Collective::kAllReduce: {  // our slice of everyone's vector, reduced into our output
+      const Span mine = SliceOf(c.count, n, r);
+      for (int p = 0; p < n; ++p) in[p] = send[p] + mine.offset * e;
+      return ReduceAll(c, out + mine.offset * e, in, mine.count, stream);
+    }
+    case Collective::kReduceScatter:  // our block of everyone's vector
+      for (int p = 0; p < n; ++p) in[p] = send[p] + r * b;
+      return ReduceAll(c, out, in, c.count, stream);
+    case Collective::kReduce:  // the root reduces everyone's vector
+      if (r != c.root) return Status::Ok();
+      for (int p = 0; p < n; ++p) in[p] = send[p];
+      return ReduceAll(c, out, in, c.count, stream);
+    case Collective::kAllGather:  // everyone's block into ours
+      for (int p = 0; p < n; ++p) CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(out + p * b, send[p], b, stream));
+      return Status::Ok();
+    case Collective::kBroadcast:  // the root's buffer into ours
+      return r == c.root ? Status::Ok() : ipc::CopyAsync(out, recv[c.root], b, stream);
+    case Collective::kGather:  // the root copies everyone's block
+      if (r != c.root) return Status::Ok();
+      for (int p = 0; p < n; ++p) CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(out + p * b, send[p], b, stream));
+      return Status::Ok();
+    case Collective::kScatter:  // our block of the root's buffer
+      return ipc::CopyAsync(out, send[c.root] + r * b, b, stream);
+    case Collective::kAllToAll:  // block r of every rank's input, into block p of ours
+      for (int p = 0; p < n; ++p) CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(out + p * b, send[p] + r * b, b, stream));
+      return Status::Ok();
+    case Collective::kBarrier: return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+// all_reduce's phase 2: every peer's reduced slice, from its output into ours.
+Status GatherSlices(const Context& ctx, const DeviceCall& c, const std::vector<const char*>& recv, void* stream) {
+  const int n = ctx.size();
+  const size_t e = DataTypeSize(c.dtype);
+  for (int p = 0; p < n; ++p) {
+    if (p == ctx.rank()) continue;
+    const Span theirs = SliceOf(c.count, n, p);
+    CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(static_cast<char*>(c.recv) + theirs.offset * e, recv[p] + theirs.offset * e,
+                                          theirs.count * e, stream));
+  }
+  return Status::Ok();
+}
+
+// This rank's offer: its events (made on first use), device and exported buffers, or
+// why it cannot take part.
+Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
+  Offer o;
+  if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
+    o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
+  }
+  if (c.kind == Collective::kAllToAll && c.send == c.recv && c.send_bytes > 0) {
+    o.v.Decline(kNotThisCall, "in-place all_to_all (peers would read what this rank overwrites)");
+  }
+  if (!state.ready.valid()) {
+    for (ipc::IpcEvent* ev : {&state.ready, &state.mid, &state.done}) {
+      Result<ipc::IpcEvent> made = ipc::IpcEvent::Create();
+      if (!made.ok()) {
+        o.v.Decline(kNever, made.status().message());
+        state.ready = ipc::IpcEvent();  // made again by the next call that asks
+        return o;
+      }
+      *ev = std::move(made.value());
+    }
+  }
+  o.ready = state.ready.exported();
+  o.mid = state.mid.exported();
+  o.done = state.done.exported();
+  Result<ipc::DeviceUuid> dev = ipc::CurrentDevice();
+  if (!dev.ok()) {
+    o.v.Decline(kNever, dev.status().message());
+    return o;
+  }
+  o.device = dev.value();
+  for (auto [ptr, bytes, out, has] : {std::tuple<const void*, size_t, ipc::ExportedBuffer*, uint8_t*>{
+                                          c.send, c.send_bytes, &o.send, &o.has_send},
+                                      {c.recv, c.recv_bytes, &o.recv, &o.has_recv}}) {
+    if (bytes == 0) continue;
+    Result<ipc::ExportedBuffer> ex = ipc::Export(ptr);
+    if (!ex.ok()) {
+      o.v.Decline(kNotThisCall, ex.status().message());
+      return o;
+    }
+    *out = ex.value();
+    *has = 1;
+  }
+  return o;
+}
+
+}  // namespace
+
+Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcState& state, void* stream) {
+  const int n = ctx.size(), r = ctx.rank();
+  // 1. Our offer; READY marks "our inputs are written" on our stream.
+  Offer mine = MakeOffer(ctx, c, state);
+  if (mine.v.verdict == kCan) CHORUS_RETURN_IF_ERROR(state.ready.Record(stream));
+  std::vector<Offer> offers;
+  CHORUS_RETURN_IF_ERROR(ExchangeAll(ctx, kOfferStep, mine, offers));
+
+  // 2. Map what we read of each peer; every rank says whether it can go on.
+  Verdicts v;
+  std::vector<const char*> send(n), recv(n);
+  send[r] = static_cast<const char*>(c.send);
+  recv[r] = static_cast<const char*>(c.recv);
+  for (int p = 0; p < n && v.verdict == kCan; ++p) {
+    if (offers[p].v.verdict != kCan) v.Decline(kNotThisCall, "");  // its own reason travels in its offer
+    if (p == r || v.verdict != kCan) continue;
+    if (Status reach = ipc::CanReach(offers[p].device); !reach.ok()) {
+      v.Decline(kNever, "rank " + std::to_string(p) + "'s GPU: " + reach.message());
+      break;
+    }
+    const auto [reads_send, reads_recv] = Reads(c, r, p);
+    for (auto [wanted, has, ex, out] : {std::tuple<bool, uint8_t, const ipc::ExportedBuffer*, const char**>{
+                                            reads_send, offers[p].has_send, &offers[p].send, &send[p]},
+                                        {reads_recv, offers[p].has_recv, &offers[p].recv, &recv[p]}}) {
+      if (!wanted || !has) continue;
+      Result<void*> mapped = state.mappings.Map(p, *ex);
+      if (!mapped.ok()) {
+        v.Decline(kNotThisCall, "mapping rank " + std::to_string(p) + "'s buffer: " + mapped.status().message());
+        break;
+      }
+      *out = static_cast<const char*>(mapped.value());
+    }
+  }
+  std::vector<Verdicts> verdicts;
+  CHORUS_RETURN_IF_ERROR(ExchangeAll(ctx, kVerdictStep, v, verdicts));
+  IpcOutcome outcome;
+  bool declined = false;
+  for (int p = 0; p < n; ++p) {
+    for (const Verdicts& w : {offers[p].v, verdicts[p]}) {
+      if (w.verdict == kCan) continue;
+      declined = true;
+      outcome.for_good = outcome.for_good || w.verdict == kNever;
+      if (w.why[0] == '\0') continue;
+      outcome.why += (outcome.why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) + ": " + w.why;
+    }
+  }
+  if (declined) return outcome;  // nobody enqueued anything
+
+  // 3. Our stream waits for every peer's inputs, then phase 1.
+  CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::ready, stream));
+  CHORUS_RETURN_IF_ERROR(PhaseOne(ctx, c, send, recv, stream));
+  if (c.kind == Collective::kAllReduce) {
+    // 4. all_reduce: once every peer's slice is reduced, copy it.
+    CHORUS_RETURN_IF_ERROR(state.mid.Record(stream));
+    CHORUS_RETURN_IF_ERROR(Announce(ctx, kMidStep));
+    CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::mid, stream));
+    CHORUS_RETURN_IF_ERROR(GatherSlices(ctx, c, recv, stream));
+  }
+  // 5. Nobody reads our buffers after every peer's DONE: our later work may change them.
+  CHORUS_RETURN_IF_ERROR(state.done.Record(stream));
+  CHORUS_RETURN_IF_ERROR(Announce(ctx, kDoneStep));
+  CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::done, stream));
+  outcome.ran = true;
+  return outcome;
+}
+
+}  // namespace chorus::algos

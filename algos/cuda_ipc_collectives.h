@@ -1,0 +1,67 @@
+// Every collective on device buffers of ranks that share a host, through CUDA IPC
+// (transport/cuda_ipc): each rank maps the buffers its peers export and reads them
+// directly; it writes only its own buffers. Copies and reduction kernels go on the
+// caller's stream, in stream order, and the peers' streams are ordered with
+// interprocess events; host messages (ctx.transport) carry the handles and say
+// "recorded". The call returns once its work is enqueued on this rank (which needs
+// every peer to have called it too); nothing waits for the GPU.
+//
+// Schedule, rank r of n (the events are this rank's three, reused by every call):
+//   record READY on the stream; send the offer (buffers, events, device) to all peers
+//   map the peers' buffers; all agree the call can run this way, else none runs it
+//   the stream waits for every peer's READY       // their inputs are written
+//   phase 1: read the peers' inputs, write our output (reduce or copy)
+//   all_reduce only: record MID, tell the peers; wait for their MID; phase 2: copy
+//     every peer's reduced slice from its output into ours
+//   record DONE, tell the peers; the stream waits for every peer's DONE
+//                                                 // nobody reads our buffers any more
+// An event is recorded again only after every peer has made its stream wait for the
+// previous record (the messages in between order it), so one event per phase suffices.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "algos/context.h"
+#include "algos/fingerprint.h"
+#include "chorus/types.h"
+#include "transport/cuda_ipc/cuda_ipc.h"
+
+namespace chorus::algos {
+
+// One call on this rank: the buffers and how many bytes of each it uses (0: unused).
+struct DeviceCall {
+  Collective kind;
+  const void* send = nullptr;
+  size_t send_bytes = 0;
+  void* recv = nullptr;
+  size_t recv_bytes = 0;
+  size_t count = 0;
+  DataType dtype = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+};
+
+// What a communicator keeps between calls: its events, the peers' mapped buffers and
+// opened events. Used by one call at a time.
+struct CudaIpcState {
+  transport::cuda_ipc::IpcEvent ready, mid, done;  // created by the first call
+  transport::cuda_ipc::PeerMappings mappings;
+  transport::cuda_ipc::PeerEvents peer_events;
+};
+
+// How a call went: run (enqueued), or declined by some rank (nothing was enqueued
+// anywhere: every rank declines and runs it another way). `for_good` where a rank
+// can never take part (no events, a peer's GPU out of reach): later calls should not
+// ask again. The reasons of the declining ranks are in `why`.
+struct IpcOutcome {
+  bool ran = false;
+  bool for_good = false;
+  std::string why;
+};
+
+// Runs `call` on `stream` (a cudaStream_t; null: the legacy default stream).
+// An error means the call failed part way; the caller aborts the communicator.
+Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& call, CudaIpcState& state, void* stream);
+
+}  // namespace chorus::algos

@@ -1,0 +1,209 @@
+#include "transport/cuda_ipc/cuda_ipc.h"
+
+#include <cuda.h>  // types only: the driver's one entry point used here is looked up at run time
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "kernels/cuda/cuda_error.h"
+#include "kernels/cuda/reduce_cuda.h"
+
+namespace chorus::transport::cuda_ipc {
+
+using kernels::cuda::CudaError;
+
+namespace {
+
+static_assert(sizeof(cudaIpcMemHandle_t) == kHandleBytes, "cudaIpcMemHandle_t is not 64 bytes");
+static_assert(sizeof(cudaIpcEventHandle_t) == kHandleBytes, "cudaIpcEventHandle_t is not 64 bytes");
+
+std::string UuidText(const uint8_t* b) {
+  char s[40];
+  std::snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return s;
+}
+
+Result<DeviceUuid> UuidOf(int device) {
+  cudaDeviceProp p{};
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDeviceProperties(" + std::to_string(device) + ")",
+                                   cudaGetDeviceProperties(&p, device)));
+  DeviceUuid u{};
+  static_assert(sizeof(p.uuid.bytes) == sizeof(u.bytes), "cudaUUID_t is not 16 bytes");
+  std::memcpy(u.bytes, p.uuid.bytes, sizeof(u.bytes));
+  return u;
+}
+
+// cuMemGetAddressRange from the driver, looked up through the runtime: linking libcuda
+// would keep the library from starting on machines without a driver.
+using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+AddressRangeFn AddressRange() {
+  static const AddressRangeFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<AddressRangeFn>(nullptr);
+    }
+    return reinterpret_cast<AddressRangeFn>(p);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+Result<DeviceUuid> CurrentDevice() {
+  CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
+  int d = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDevice", cudaGetDevice(&d)));
+  return UuidOf(d);
+}
+
+Status CanReach(const DeviceUuid& device) {
+  int cur = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDevice", cudaGetDevice(&cur)));
+  int n = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDeviceCount", cudaGetDeviceCount(&n)));
+  for (int d = 0; d < n; ++d) {
+    Result<DeviceUuid> u = UuidOf(d);
+    if (!u.ok()) return u.status();
+    if (std::memcmp(u.value().bytes, device.bytes, sizeof(device.bytes)) != 0) continue;
+    if (d == cur) return Status::Ok();
+    int can = 0;
+    CHORUS_RETURN_IF_ERROR(CudaError("cudaDeviceCanAccessPeer", cudaDeviceCanAccessPeer(&can, cur, d)));
+    if (can) return Status::Ok();
+    return Status(StatusCode::kUnavailable, "device " + std::to_string(cur) + " has no peer access to device " +
+                                                std::to_string(d) + " (" + UuidText(device.bytes) + ")");
+  }
+  return Status(StatusCode::kUnavailable,
+                UuidText(device.bytes) + " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
+}
+
+Result<ExportedBuffer> Export(const void* ptr) {
+  AddressRangeFn range = AddressRange();
+  if (range == nullptr) {
+    return Status(StatusCode::kUnavailable, "the driver has no cuMemGetAddressRange: cannot export device buffers");
+  }
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaFree(0) (make the context current)", cudaFree(nullptr)));
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const auto p = reinterpret_cast<CUdeviceptr>(ptr);
+  CUresult r = range(&base, &size, p);
+  if (r != CUDA_SUCCESS) {
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "%p", ptr);
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("cuMemGetAddressRange(") + addr + ") failed with CUresult " + std::to_string(r));
+  }
+  cudaIpcMemHandle_t h;
+  char addr[32];
+  std::snprintf(addr, sizeof(addr), "%p", reinterpret_cast<void*>(base));
+  CHORUS_RETURN_IF_ERROR(
+      CudaError(std::string("cudaIpcGetMemHandle of the allocation at ") + addr + " (" + std::to_string(size) +
+                    " bytes; memory from cudaMallocAsync pools or cuMemCreate cannot be exported this way)",
+                cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base))));
+  ExportedBuffer b{};
+  std::memcpy(b.handle, &h, kHandleBytes);
+  b.base = base;
+  b.offset = p - base;
+  return b;
+}
+
+PeerMappings::~PeerMappings() {
+  if (entries_.empty()) return;
+  cudaDeviceSynchronize();  // nothing may still read a mapping that goes
+  for (const Entry& e : entries_) cudaIpcCloseMemHandle(e.base);
+  cudaGetLastError();
+}
+
+Status PeerMappings::Close(std::vector<Entry>::iterator e) {
+  // Work enqueued by earlier calls may still read it.
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaDeviceSynchronize (before unmapping a peer buffer)", cudaDeviceSynchronize()));
+  cudaIpcCloseMemHandle(e->base);
+  cudaGetLastError();
+  entries_.erase(e);
+  return Status::Ok();
+}
+
+Result<void*> PeerMappings::Map(int owner, const ExportedBuffer& b) {
+  std::array<uint8_t, kHandleBytes> handle;
+  std::memcpy(handle.data(), b.handle, kHandleBytes);
+  ++clock_;
+  auto known = std::find_if(entries_.begin(), entries_.end(),
+                            [&](const Entry& e) { return e.owner == owner && e.owner_base == b.base; });
+  if (known != entries_.end() && known->handle == handle) {
+    known->last_use = clock_;
+    return static_cast<void*>(static_cast<char*>(known->base) + b.offset);
+  }
+  if (known != entries_.end()) CHORUS_RETURN_IF_ERROR(Close(known));  // freed and allocated again there
+  if (entries_.size() >= max_entries_ && !entries_.empty()) {
+    CHORUS_RETURN_IF_ERROR(Close(std::min_element(
+        entries_.begin(), entries_.end(), [](const Entry& x, const Entry& y) { return x.last_use < y.last_use; })));
+  }
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, b.handle, kHandleBytes);
+  void* base = nullptr;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaIpcOpenMemHandle (mapping rank " + std::to_string(owner) + "'s device buffer)",
+                                   cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess)));
+  ++opened_;
+  entries_.push_back(Entry{owner, b.base, handle, base, clock_});
+  return static_cast<void*>(static_cast<char*>(base) + b.offset);
+}
+
+Result<IpcEvent> IpcEvent::Create() {
+  CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
+  IpcEvent ev;
+  cudaEvent_t e = nullptr;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventCreateWithFlags(interprocess)",
+                                   cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventInterprocess)));
+  ev.event_ = e;
+  cudaIpcEventHandle_t h;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaIpcGetEventHandle", cudaIpcGetEventHandle(&h, e)));
+  std::memcpy(ev.exported_.handle, &h, kHandleBytes);
+  return std::move(ev);
+}
+
+IpcEvent::~IpcEvent() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+Status IpcEvent::Record(void* stream) const {
+  return CudaError("cudaEventRecord (interprocess event)",
+                   cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)));
+}
+
+PeerEvents::~PeerEvents() {
+  for (auto& [key, e] : opened_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  cudaGetLastError();
+}
+
+Status PeerEvents::StreamWait(void* stream, const ExportedEvent& ev) {
+  std::array<uint8_t, kHandleBytes> key;
+  std::memcpy(key.data(), ev.handle, kHandleBytes);
+  void* found = nullptr;
+  for (auto& [k, e] : opened_) {
+    if (k == key) found = e;
+  }
+  if (found == nullptr) {
+    cudaIpcEventHandle_t h;
+    std::memcpy(&h, ev.handle, kHandleBytes);
+    cudaEvent_t e = nullptr;
+    CHORUS_RETURN_IF_ERROR(CudaError("cudaIpcOpenEventHandle (a peer's event)", cudaIpcOpenEventHandle(&e, h)));
+    opened_.push_back({key, e});
+    found = e;
+  }
+  return CudaError("cudaStreamWaitEvent (a peer's event)",
+                   cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(found), 0));
+}
+
+Status CopyAsync(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0 || dst == src) return Status::Ok();
+  return CudaError("cudaMemcpyAsync of " + std::to_string(bytes) + " bytes (CUDA IPC)",
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace chorus::transport::cuda_ipc

@@ -1,0 +1,132 @@
+// CUDA IPC between the processes of one host, without CUDA headers in the caller.
+//
+// A rank exports what its peers must reach: the device allocation behind a buffer (a
+// cudaIpcMemHandle and the buffer's offset in it) and interprocess events; the bytes
+// travel to the peers in host messages. A peer maps a buffer once (PeerMappings keeps
+// the mapping, keyed by the handle, until it is evicted or the owner is destroyed) and
+// opens an event once (PeerEvents), so a repeated call costs no mapping. Mapped memory
+// is an ordinary device pointer: kernels and copies on this process's streams read and
+// write it directly, on the same GPU or, with peer access, on another one. Several
+// processes on ONE GPU work too: CUDA IPC only refuses a process its own handles.
+//
+// Ordering between processes uses the events: a rank records its event on its stream,
+// tells its peers (host message), and they make their streams wait for that record
+// (cudaStreamWaitEvent waits for the latest record at the time it is called). Nothing
+// spins on the GPU.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "chorus/status.h"
+
+namespace chorus::transport::cuda_ipc {
+
+constexpr size_t kHandleBytes = 64;  // sizeof(cudaIpcMemHandle_t) == sizeof(cudaIpcEventHandle_t)
+
+// A device buffer as another process of this host maps it. Plain bytes: it travels in messages.
+struct ExportedBuffer {
+  uint8_t handle[kHandleBytes];  // the allocation's cudaIpcMemHandle_t
+  uint64_t base;                 // the allocation's address in the exporting process
+  uint64_t offset;               // of the buffer in that allocation
+};
+
+// An interprocess event as another process opens it.
+struct ExportedEvent {
+  uint8_t handle[kHandleBytes];  // cudaIpcEventHandle_t
+};
+
+// A GPU as every process names it (CUDA_VISIBLE_DEVICES may number them differently).
+struct DeviceUuid {
+  uint8_t bytes[16];
+};
+
+// The calling thread's current device.
+Result<DeviceUuid> CurrentDevice();
+// Whether the current device reaches memory of `device`: it is the same GPU, or a
+// visible one with peer access. The error says why not.
+Status CanReach(const DeviceUuid& device);
+
+// Exports the cudaMalloc'd allocation that holds `ptr` (memory from cudaMallocAsync
+// pools or cuMemCreate cannot be exported this way: the error says so).
+Result<ExportedBuffer> Export(const void* ptr);
+
+// Peers' buffers mapped into this process (cudaIpcOpenMemHandle), one mapping per
+// allocation of a peer (CUDA refuses to map one twice). An allocation is known by its
+// owner and its address there; a new handle at a known address means the owner freed
+// the old allocation and made another there: the stale mapping is closed and the new
+// one opened. Least recently used first out beyond `max_entries`. A mapping is closed
+// only after the device finished all work that could still use it.
+class PeerMappings {
+ public:
+  explicit PeerMappings(size_t max_entries = 64) : max_entries_(max_entries) {}
+  ~PeerMappings();
+  PeerMappings(const PeerMappings&) = delete;
+  PeerMappings& operator=(const PeerMappings&) = delete;
+
+  // The device pointer at the buffer `owner` (a rank) exported: mapped base + offset.
+  Result<void*> Map(int owner, const ExportedBuffer& b);
+  size_t size() const { return entries_.size(); }
+  uint64_t opened() const { return opened_; }  // cudaIpcOpenMemHandle calls so far
+
+ private:
+  struct Entry {
+    int owner;
+    uint64_t owner_base;
+    std::array<uint8_t, kHandleBytes> handle;
+    void* base;  // where it is mapped here
+    uint64_t last_use;
+  };
+  Status Close(std::vector<Entry>::iterator e);
+  size_t max_entries_;
+  std::vector<Entry> entries_;
+  uint64_t clock_ = 0;
+  uint64_t opened_ = 0;
+};
+
+// An interprocess event of this process (created on the current device).
+class IpcEvent {
+ public:
+  IpcEvent() = default;
+  static Result<IpcEvent> Create();
+  ~IpcEvent();
+  IpcEvent(IpcEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)), exported_(o.exported_) {}
+  IpcEvent& operator=(IpcEvent&& o) noexcept {
+    std::swap(event_, o.event_);
+    std::swap(exported_, o.exported_);
+    return *this;
+  }
+  IpcEvent(const IpcEvent&) = delete;
+  IpcEvent& operator=(const IpcEvent&) = delete;
+
+  bool valid() const { return event_ != nullptr; }
+  Status Record(void* stream) const;
+  const ExportedEvent& exported() const { return exported_; }
+
+ private:
+  void* event_ = nullptr;
+  ExportedEvent exported_{};
+};
+
+// Peers' events opened in this process (cudaIpcOpenEventHandle), kept until destruction.
+class PeerEvents {
+ public:
+  PeerEvents() = default;
+  ~PeerEvents();
+  PeerEvents(const PeerEvents&) = delete;
+  PeerEvents& operator=(const PeerEvents&) = delete;
+
+  // Makes `stream` wait for the latest record of the peer's event.
+  Status StreamWait(void* stream, const ExportedEvent& e);
+
+ private:
+  std::vector<std::pair<std::array<uint8_t, kHandleBytes>, void*>> opened_;
+};
+
+// cudaMemcpyAsync between device pointers (mapped peer memory included) on `stream`.
+Status CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
+
+}  // namespace chorus::transport::cuda_ipc
