@@ -1,5 +1,7 @@
 #include "algos/cuda_ipc_collectives.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <tuple>
@@ -34,24 +36,24 @@ struct Verdicts {
 // What a rank sends every peer first: its verdict, what it lets them map, its events.
 struct Offer {
   Verdicts v;
+  int64_t pid = 0;  // CUDA IPC maps other processes' memory only
   uint8_t has_send = 0, has_recv = 0;
   ipc::DeviceUuid device{};
   ipc::ExportedBuffer send{}, recv{};
   ipc::ExportedEvent ready{}, mid{}, done{};
 };
 
-// Sends `mine` to every peer and receives theirs into all[p] (all[rank] = mine).
-template <typename T>
-Status ExchangeAll(const Context& ctx, uint32_t step, const T& mine, std::vector<T>& all) {
+// Sends `bytes` of `mine` to every peer and receives each peer's into all + p * bytes
+// (bytes 0: empty messages, "recorded").
+Status ExchangeBytes(const Context& ctx, uint32_t step, const void* mine, size_t bytes, char* all) {
   const int n = ctx.size(), r = ctx.rank();
-  all.assign(n, T{});
-  all[r] = mine;
   std::vector<transport::RequestPtr> recvs(n), sends(n);
   for (int p = 0; p < n; ++p) {
-    if (p != r) recvs[p] = ctx.transport.Recv(p, ctx.tag(step), &all[p], sizeof(T), ctx.fingerprint);
+    if (p != r)
+      recvs[p] = ctx.transport.Recv(p, ctx.tag(step), bytes ? all + p * bytes : nullptr, bytes, ctx.fingerprint);
   }
   for (int p = 0; p < n; ++p) {
-    if (p != r) sends[p] = ctx.transport.Send(p, ctx.tag(step), &mine, sizeof(T), ctx.fingerprint);
+    if (p != r) sends[p] = ctx.transport.Send(p, ctx.tag(step), mine, bytes, ctx.fingerprint);
   }
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -61,22 +63,15 @@ Status ExchangeAll(const Context& ctx, uint32_t step, const T& mine, std::vector
   return Status::Ok();
 }
 
-// An empty message to every peer and one from each: "recorded".
-Status Announce(const Context& ctx, uint32_t step) {
-  const int n = ctx.size(), r = ctx.rank();
-  std::vector<transport::RequestPtr> recvs(n), sends(n);
-  for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    recvs[p] = ctx.transport.Recv(p, ctx.tag(step), nullptr, 0, ctx.fingerprint);
-    sends[p] = ctx.transport.Send(p, ctx.tag(step), nullptr, 0, ctx.fingerprint);
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *recvs[p], p, DescribeFingerprint));
-    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *sends[p], p, DescribeFingerprint));
-  }
-  return Status::Ok();
+// Every rank's `mine`, in rank order.
+template <typename T>
+Status ExchangeAll(const Context& ctx, uint32_t step, const T& mine, std::vector<T>& all) {
+  all.assign(ctx.size(), T{});
+  all[ctx.rank()] = mine;
+  return ExchangeBytes(ctx, step, &mine, sizeof(T), reinterpret_cast<char*>(all.data()));
 }
+
+Status Announce(const Context& ctx, uint32_t step) { return ExchangeBytes(ctx, step, nullptr, 0, nullptr); }
 
 // The stream waits for every peer's latest record of the event `which` picks.
 Status WaitForPeers(const Context& ctx, CudaIpcState& state, const std::vector<Offer>& offers,
@@ -98,15 +93,21 @@ bool Reduces(Collective c) {
 // Which of rank p's buffers rank r reads (the send, the recv).
 std::pair<bool, bool> Reads(const DeviceCall& c, int r, int p) {
   switch (c.kind) {
-    case Collective::kAllReduce: return {true, true};
+    case Collective::kAllReduce:
+      return {true, true};
     case Collective::kReduceScatter:
     case Collective::kAllGather:
-    case Collective::kAllToAll: return {true, false};
+    case Collective::kAllToAll:
+      return {true, false};
     case Collective::kReduce:
-    case Collective::kGather: return {r == c.root, false};
-    case Collective::kBroadcast: return {false, r != c.root && p == c.root};
-    case Collective::kScatter: return {p == c.root, false};
-    case Collective::kBarrier: return {false, false};
+    case Collective::kGather:
+      return {r == c.root, false};
+    case Collective::kBroadcast:
+      return {false, r != c.root && p == c.root};
+    case Collective::kScatter:
+      return {p == c.root, false};
+    case Collective::kBarrier:
+      return {false, false};
   }
   return {false, false};
 }
@@ -154,7 +155,8 @@ Status PhaseOne(const Context& ctx, const DeviceCall& c, const std::vector<const
     case Collective::kAllToAll:  // block r of every rank's input, into block p of ours
       for (int p = 0; p < n; ++p) CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(out + p * b, send[p] + r * b, b, stream));
       return Status::Ok();
-    case Collective::kBarrier: return Status::Ok();
+    case Collective::kBarrier:
+      return Status::Ok();
   }
   return Status::Ok();
 }
@@ -176,6 +178,7 @@ Status GatherSlices(const Context& ctx, const DeviceCall& c, const std::vector<c
 // why it cannot take part.
 Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   Offer o;
+  o.pid = getpid();
   if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
     o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
   }
@@ -202,9 +205,9 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
     return o;
   }
   o.device = dev.value();
-  for (auto [ptr, bytes, out, has] : {std::tuple<const void*, size_t, ipc::ExportedBuffer*, uint8_t*>{
-                                          c.send, c.send_bytes, &o.send, &o.has_send},
-                                      {c.recv, c.recv_bytes, &o.recv, &o.has_recv}}) {
+  for (auto [ptr, bytes, out, has] :
+       {std::tuple<const void*, size_t, ipc::ExportedBuffer*, uint8_t*>{c.send, c.send_bytes, &o.send, &o.has_send},
+        {c.recv, c.recv_bytes, &o.recv, &o.has_recv}}) {
     if (bytes == 0) continue;
     Result<ipc::ExportedBuffer> ex = ipc::Export(ptr);
     if (!ex.ok()) {
@@ -235,6 +238,11 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
   for (int p = 0; p < n && v.verdict == kCan; ++p) {
     if (offers[p].v.verdict != kCan) v.Decline(kNotThisCall, "");  // its own reason travels in its offer
     if (p == r || v.verdict != kCan) continue;
+    if (offers[p].pid == mine.pid) {
+      v.Decline(kNever,
+                "rank " + std::to_string(p) + " is a thread of this process (CUDA IPC maps other processes' memory)");
+      break;
+    }
     if (Status reach = ipc::CanReach(offers[p].device); !reach.ok()) {
       v.Decline(kNever, "rank " + std::to_string(p) + "'s GPU: " + reach.message());
       break;

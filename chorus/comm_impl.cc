@@ -209,19 +209,25 @@ Status CommunicatorImpl::RunP2P(bool is_send, void* buf, size_t bytes, int peer,
   if (bytes == 0 || kernels::cuda::PointerKind(buf) != kernels::cuda::MemoryKind::kDevice) {
     return PostP2PHost(is_send, buf, bytes, peer, tag, std::move(what.value())).Wait();
   }
+  device_calls_staged_.fetch_add(1);
   return device_->RunNow(P2PIo(is_send, buf, bytes), P2PRun(is_send, bytes, peer, tag, std::move(what.value())),
                          Deadline::AfterMs(config_.timeout_ms));
+}
+
+algos::Context CommunicatorImpl::NewContext(const CollectiveCall& call, algos::Algorithm algorithm) {
+  algos::Context ctx{*transport_, coll_seq_.fetch_add(1),
+                     algos::WithAlgorithm(algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
+                                          static_cast<int>(algorithm)),
+                     Deadline::AfterMs(config_.timeout_ms)};
+  ctx.scratch = scratch_.get();
+  return ctx;
 }
 
 Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io) {
   CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
   CHORUS_RETURN_IF_ERROR(CheckUsable());
   const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_);
-  algos::Context ctx{*transport_, coll_seq_.fetch_add(1),
-                     algos::WithAlgorithm(algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
-                                          static_cast<int>(choice.algorithm)),
-                     Deadline::AfterMs(config_.timeout_ms)};
-  ctx.scratch = scratch_.get();
+  algos::Context ctx = NewContext(call, choice.algorithm);
   CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
                                                             << algos::AlgorithmName(choice.algorithm) << " ("
                                                             << choice.reason << ")");
@@ -277,6 +283,7 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
   if (place.value() == IoPlace::kHost) {
     executor_->Post([run = std::move(run.value()), call] { return run(call.send, call.recv, nullptr); }, state);
   } else {
+    device_calls_staged_.fetch_add(1);
     executor_->Post(
         [this, run = std::move(run.value()), io] {
           return device_->RunNow(io, run, Deadline::AfterMs(config_.timeout_ms));
@@ -316,10 +323,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     }
     stream = host_form_stream_.get();
   }
-  const algos::Context ctx{*transport_, coll_seq_.fetch_add(1),
-                           algos::WithAlgorithm(algos::Fingerprint(call.kind, call.count, call.dtype, call.op, call.root),
-                                                static_cast<int>(choice.algorithm)),
-                           Deadline::AfterMs(config_.timeout_ms)};
+  const algos::Context ctx = NewContext(call, choice.algorithm);
   const std::string what = "rank " + std::to_string(rank_) + " " + algos::DescribeFingerprint(ctx.fingerprint);
   CHORUS_TRACE(what << " #" << ctx.seq << ": cuda_ipc (" << choice.reason << ")");
   if (!ipc_) ipc_ = std::make_unique<algos::CudaIpcState>();

@@ -62,6 +62,9 @@ class CommunicatorImpl {
   // all-gather of peer info, full-mesh connect.
   Status Connect(const std::string& prefix);
   Status CheckUsable() const;
+  // A collective's context: the next sequence number, the call's fingerprint with the
+  // algorithm, the deadline and the scratch cache.
+  algos::Context NewContext(const CollectiveCall& call, algos::Algorithm algorithm);
   // Validates the call, picks the algorithm, takes the sequence number; the result
   // runs the call on the buffers it is given (the caller's, or host stand-ins).
   // Marks `io` streamed where the chosen algorithm uses the staging hooks.

@@ -38,7 +38,7 @@ struct TrafficCounters {
   // while it waits). The algorithms post their receives early to keep these rare.
   uint64_t early_messages = 0;
   uint64_t early_bytes = 0;
-  // CUDA-stream calls on device buffers, by the way they ran: through CUDA IPC (ranks
+  // Calls on device buffers (every form), by the way they ran: through CUDA IPC (ranks
   // of one host reading each other's buffers), or staged through host memory.
   uint64_t device_calls_ipc = 0;
   uint64_t device_calls_staged = 0;

@@ -73,7 +73,8 @@ Status CheckPath(const Communicator& comm, Path path) {
   const TrafficCounters c = comm.Counters();
   const std::string got =
       "ipc " + std::to_string(c.device_calls_ipc) + ", staged " + std::to_string(c.device_calls_staged);
-  if (path == Path::kCudaIpc && c.device_calls_ipc == 0) return InternalError("no call went through CUDA IPC (" + got + ")");
+  if (path == Path::kCudaIpc && c.device_calls_ipc == 0)
+    return InternalError("no call went through CUDA IPC (" + got + ")");
   if (path == Path::kStaged && c.device_calls_ipc != 0) return InternalError("CHORUS_CUDA_IPC=off, yet " + got);
   return Status::Ok();
 }
@@ -153,8 +154,8 @@ int ChainedAllReduces(const Options& o, int rank, int n) {
   for (int k = 0; k < iters; ++k) {
     works.push_back((*comm)->AllReduce(a.value().get(), b.value().get(), count, DataType::kInt64, ReduceOp::kSum,
                                        CudaStream{stream}));
-    RANK_OK(cu::Reduce(DataType::kInt64, ReduceOp::kSum, a.value().get(), a.value().get(), b.value().get(), count,
-                       stream));
+    RANK_OK(
+        cu::Reduce(DataType::kInt64, ReduceOp::kSum, a.value().get(), a.value().get(), b.value().get(), count, stream));
     for (size_t i = 0; i < count; ++i) {
       int64_t sum = 0;
       for (int p = 0; p < n; ++p) sum += want[p][i];
@@ -166,8 +167,8 @@ int ChainedAllReduces(const Options& o, int rank, int n) {
   std::vector<int64_t> got(count);
   RANK_OK(cu::CopyToHost(got.data(), a.value().get(), count * 8));
   for (size_t i = 0; i < count; ++i) {
-    RANK_CHECK(got[i] == want[rank][i], "element " + std::to_string(i) + ": got " + std::to_string(got[i]) +
-                                            ", want " + std::to_string(want[rank][i]));
+    RANK_CHECK(got[i] == want[rank][i], "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " +
+                                            std::to_string(want[rank][i]));
   }
   RANK_OK(CheckPath(**comm, o.config->cuda_ipc == "off" ? Path::kStaged : Path::kCudaIpc));
   if (o.config->cuda_ipc != "off") {  // the same buffers every time: no call may decline
@@ -230,8 +231,8 @@ TEST_P(StreamOrderTest, BeforeAndAfter) {
     RANK_OK(cu::CopyToHost(got.data(), after.value().get(), n * 4));
     for (size_t i = 0; i < n; ++i) {
       const float want = 2.0f * static_cast<float>(i % 1000) * 2 + 2.0f * (0 + 1);  // 2x(v+0) + 2x(v+1)
-      RANK_CHECK(got[i] == want, "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " +
-                                     std::to_string(want));
+      RANK_CHECK(got[i] == want,
+                 "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " + std::to_string(want));
     }
     RANK_OK(CheckPath(**comm, path));
     RANK_OK((*comm)->Shutdown());
@@ -271,7 +272,8 @@ TEST(DeviceApiTest, SendRecvDeviceBuffers) {
             RANK_OK(send_now ? c.Send(dsend.value().get(), bytes, peer, cs, 5).Wait()
                              : c.Recv(drecv.value().get(), bytes, peer, cs, 5).Wait());
           } else {
-            RANK_OK(send_now ? c.Send(dsend.value().get(), bytes, peer, 5) : c.Recv(drecv.value().get(), bytes, peer, 5));
+            RANK_OK(send_now ? c.Send(dsend.value().get(), bytes, peer, 5)
+                             : c.Recv(drecv.value().get(), bytes, peer, 5));
           }
         }
         RANK_OK(cu::Synchronize(s.value().get()));
