@@ -251,7 +251,11 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
     for (auto [wanted, has, ex, out] : {std::tuple<bool, uint8_t, const ipc::ExportedBuffer*, const char**>{
                                             reads_send, offers[p].has_send, &offers[p].send, &send[p]},
                                         {reads_recv, offers[p].has_recv, &offers[p].recv, &recv[p]}}) {
-      if (!wanted || !has) continue;
+      if (!wanted) continue;
+      if (!has) {  // ranks that disagree on the call's buffers (the fingerprints agreed)
+        if (c.count > 0) v.Decline(kNotThisCall, "rank " + std::to_string(p) + " offered no buffer to read");
+        continue;
+      }
       Result<void*> mapped = state.mappings.Map(p, *ex);
       if (!mapped.ok()) {
         v.Decline(kNotThisCall, "mapping rank " + std::to_string(p) + "'s buffer: " + mapped.status().message());

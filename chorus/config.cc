@@ -61,7 +61,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
                              {"CHORUS_SOCKET_BUFSIZE", &c.socket_bufsize},
                              {"CHORUS_STRIPE_MIN", &c.stripe_min_bytes},
                              {"CHORUS_IB_EAGER_BYTES", &c.ib_eager_bytes},
-                             {"CHORUS_SCRATCH_CACHE", &c.scratch_cache_bytes}}) {
+                             {"CHORUS_SCRATCH_CACHE", &c.scratch_cache_bytes},
+                             {"CHORUS_EARLY_PAUSE", &c.early_pause_bytes},
+                             {"CHORUS_EARLY_RESUME", &c.early_resume_bytes}}) {
     if (auto v = env(name)) {
       Result<int64_t> b = ParseByteSize(name, *v);
       if (!b.ok()) return b.status();
@@ -71,6 +73,10 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   if (c.chunk_bytes < 4096) return InvalidArgument("CHORUS_CHUNK_BYTES must be at least 4K");
   if (c.ib_eager_bytes < 0 || c.ib_eager_bytes > (1 << 20)) {
     return InvalidArgument("CHORUS_IB_EAGER_BYTES must be between 0 and 1M");
+  }
+  if (c.early_resume_bytes > c.early_pause_bytes) {
+    return InvalidArgument("CHORUS_EARLY_RESUME (" + std::to_string(c.early_resume_bytes) +
+                           ") must not be above CHORUS_EARLY_PAUSE (" + std::to_string(c.early_pause_bytes) + ")");
   }
   return c;
 }

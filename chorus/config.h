@@ -60,6 +60,12 @@ struct Config {
   // this much of the algorithms' scratch, and as much again of the TCP transport's
   // copies of messages that arrived before their receive. 0: every call allocates.
   int64_t scratch_cache_bytes = int64_t{256} << 20;
+  // Flow control of early messages (sent before their receive was posted), both
+  // transports: a receiver holding more than early_pause_bytes of one peer's tells it
+  // to PAUSE (send only what a posted receive asked for) until it holds less than
+  // early_resume_bytes (CHORUS_EARLY_PAUSE, CHORUS_EARLY_RESUME, bytes).
+  int64_t early_pause_bytes = int64_t{64} << 20;
+  int64_t early_resume_bytes = int64_t{16} << 20;
 
   // Reads every CHORUS_* variable; an error names the variable and its bad value.
   static Result<Config> FromEnv(const EnvLookup& env);

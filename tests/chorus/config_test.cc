@@ -30,7 +30,9 @@ TEST(Config, ReadsEveryVariable) {
                                              {"CHORUS_SCRATCH_CACHE", "0"},
                                              {"CHORUS_SOCKET_IFNAME", "^docker,lo"},
                                              {"CHORUS_ALGO", "ring"},
-                                             {"CHORUS_CUDA_IPC", "OFF"}}));
+                                             {"CHORUS_CUDA_IPC", "OFF"},
+                                             {"CHORUS_EARLY_PAUSE", "8M"},
+                                             {"CHORUS_EARLY_RESUME", "2M"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->timeout_ms, 90000);
   EXPECT_EQ(c->connect_timeout_ms, 5000);
@@ -43,6 +45,8 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c->socket_ifname, "^docker,lo");
   EXPECT_EQ(c->algo, "ring");
   EXPECT_EQ(c->cuda_ipc, "off");
+  EXPECT_EQ(c->early_pause_bytes, 8 << 20);
+  EXPECT_EQ(c->early_resume_bytes, 2 << 20);
 }
 
 void ExpectBad(const std::string& name, const std::string& value) {
@@ -58,6 +62,7 @@ TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_TIMEOUT", "12abc");
   ExpectBad("CHORUS_TCP_ENGINE", "dpdk");
   ExpectBad("CHORUS_CUDA_IPC", "yes please");
+  ExpectBad("CHORUS_EARLY_RESUME", "128M");  // above the default PAUSE threshold
   ExpectBad("CHORUS_NSOCKS_PERPEER", "0");
   ExpectBad("CHORUS_NSOCKS_PERPEER", "1000");
   ExpectBad("CHORUS_SOCKET_BUFSIZE", "lots");

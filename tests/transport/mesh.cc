@@ -14,6 +14,8 @@ Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOpt
     opts.stripe_min_bytes = o.stripe_min_bytes;
     opts.timeout_ms = o.timeout_ms;
     opts.socket_bufsize = 1 << 20;
+    opts.pause_above = o.pause_above;
+    opts.resume_below = o.pause_above / 4;
     auto t = TcpTransport::Listen(r, n, o.comm_id, opts);
     if (!t.ok()) return t.status();
     addrs.push_back({t.value()->address(), "localhost"});
@@ -33,8 +35,8 @@ Result<std::vector<std::unique_ptr<RdmaTransport>>> MakeRdmaMesh(int n, const Me
   std::vector<std::string> addrs, hosts;
   RdmaOptions opts;
   opts.timeout_ms = o.timeout_ms;
-  opts.pause_above = o.rdma_pause_above;
-  opts.resume_below = o.rdma_pause_above / 4;
+  opts.pause_above = o.pause_above;
+  opts.resume_below = o.pause_above / 4;
   for (int r = 0; r < n; ++r) {
     auto t = RdmaTransport::Open(r, n, o.comm_id, opts);
     if (!t.ok()) return t.status();

@@ -19,7 +19,7 @@ struct MeshOptions {
   int64_t stripe_min_bytes = 256 << 10;
   int64_t timeout_ms = 20000;
   uint64_t comm_id = 42;
-  uint64_t rdma_pause_above = 64 << 20;  // RdmaOptions::pause_above
+  uint64_t pause_above = 64 << 20;  // early bytes held from a peer before PAUSE (RESUME below a quarter)
 };
 
 Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOptions& o);

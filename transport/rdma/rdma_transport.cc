@@ -66,6 +66,8 @@ RdmaOptions RdmaOptions::FromConfig(const Config& config, const std::string& loc
   o.eager_bytes = static_cast<uint32_t>(config.ib_eager_bytes);
   o.poll_us = config.ib_poll_us;
   o.peer_timeout_ms = config.ib_peer_timeout_ms;
+  o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
+  o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
   return o;
 }
 

@@ -32,9 +32,9 @@ constexpr auto kLockLook = std::chrono::microseconds(50);
 // large message is never copied twice. Smaller ones go at once.
 constexpr uint64_t kRendezvousBytes = 256 << 10;
 bool Rendezvous(uint64_t tag, uint64_t bytes) { return (tag >> 63) == 0 && bytes >= kRendezvousBytes; }
-// A receiver holding more than kDefaultPauseAbove of a peer's early messages tells it
-// to PAUSE (send everything by rendezvous) until it holds less than
-// kDefaultResumeBelow (early_hold.h): a sender that runs ahead of its receiver (a
+// A receiver holding more than pause_above (CHORUS_EARLY_PAUSE, 64 MiB) of a peer's
+// early messages tells it to PAUSE (send everything by rendezvous) until it holds less
+// than resume_below (CHORUS_EARLY_RESUME, 16 MiB; early_hold.h): a sender that runs ahead of its receiver (a
 // stream of sends into a few posted receives) would otherwise fill the receiver's
 // memory (2.9 GB after a 4 GB stream of 64 KiB sends).
 
@@ -455,7 +455,7 @@ void Engine::TakeEarly(int peer, InMsg& m, uint64_t bytes) {
   if (peer == rank_) return;  // our own sends: copied, never paused
   Peer& p = peers_[peer];
   m.held = bytes;
-  if (p.held.Add(bytes, kDefaultPauseAbove) && p.error.ok() && !aborting_) {
+  if (p.held.Add(bytes, opts_.pause_above) && p.error.ok() && !aborting_) {
     SendControl(peer, FrameType::kPause, 0, 0, 0);
   }
 }
@@ -465,7 +465,7 @@ void Engine::ReleaseHeld(int peer, InMsg& m) {
   Peer& p = peers_[peer];
   const uint64_t bytes = m.held;
   m.held = 0;
-  if (p.held.Remove(bytes, kDefaultResumeBelow) && p.error.ok() && !aborting_) {
+  if (p.held.Remove(bytes, opts_.resume_below) && p.error.ok() && !aborting_) {
     SendControl(peer, FrameType::kResume, 0, 0, 0);
   }
 }

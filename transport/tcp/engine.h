@@ -48,6 +48,9 @@ struct EngineOptions {
   // Tests: every message (collectives too) of at least this many bytes goes by
   // rendezvous, as if the peer had said PAUSE for good. Default: never.
   uint64_t rendezvous_all_from = UINT64_MAX;
+  // Early bytes held from a peer before it is told to PAUSE, and to RESUME (early_hold.h).
+  uint64_t pause_above = kDefaultPauseAbove;
+  uint64_t resume_below = kDefaultResumeBelow;
 };
 
 struct PeerInfo {

@@ -24,6 +24,8 @@ TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_
   o.bind_address = bind_address;
   o.timeout_ms = config.timeout_ms;
   o.early_cache_bytes = config.scratch_cache_bytes;
+  o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
+  o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
   return o;
 }
 
@@ -145,6 +147,8 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.use_uring = use_uring_;
   eo.early_cache_bytes = opts_.early_cache_bytes;
   eo.rendezvous_all_from = opts_.rendezvous_all_from;
+  eo.pause_above = opts_.pause_above;
+  eo.resume_below = opts_.resume_below;
   std::vector<tcp::PeerInfo> infos;
   for (const PeerAddress& a : peers) infos.push_back({a.host, a.address});
   Result<std::unique_ptr<tcp::Engine>> e = tcp::Engine::Start(eo, std::move(infos), std::move(sockets));

@@ -15,6 +15,7 @@
 #include "chorus/config.h"
 #include "chorus/deadline.h"
 #include "chorus/status.h"
+#include "transport/early_hold.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/transport.h"
 
@@ -34,6 +35,8 @@ struct TcpOptions {
   int64_t timeout_ms = 30 * 60 * 1000;  // per-request deadline, enforced by the engine
   int64_t early_cache_bytes = int64_t{256} << 20;  // buffers of early messages kept (CHORUS_SCRATCH_CACHE)
   uint64_t rendezvous_all_from = UINT64_MAX;       // tests: see tcp::EngineOptions
+  uint64_t pause_above = kDefaultPauseAbove;       // early bytes held from a peer before it is told to PAUSE
+  uint64_t resume_below = kDefaultResumeBelow;     // and RESUME (CHORUS_EARLY_PAUSE / _RESUME)
 
   static TcpOptions FromConfig(const Config& config, const std::string& bind_address);
 };
