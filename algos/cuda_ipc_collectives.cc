@@ -10,6 +10,7 @@
 #include "algos/chunking.h"
 #include "algos/fingerprint.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/stream_ops.h"
 
 namespace chorus::algos {
 namespace {
@@ -176,9 +177,10 @@ Status GatherSlices(const Context& ctx, const DeviceCall& c, const std::vector<c
 
 // This rank's offer: its events (made on first use), device and exported buffers, or
 // why it cannot take part.
-Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
+Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state, void* stream) {
   Offer o;
   o.pid = getpid();
+  if (ipc::IsCapturing(stream)) o.v.Decline(kNotThisCall, "its stream is being captured into a CUDA graph");
   if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
     o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
   }
@@ -220,12 +222,31 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   return o;
 }
 
+// Steps 3-5 of the schedule, once every rank agreed.
+Status RunPhases(const Context& ctx, const DeviceCall& c, CudaIpcState& state, const std::vector<Offer>& offers,
+                 const std::vector<const char*>& send, const std::vector<const char*>& recv, void* stream) {
+  // 3. Our stream waits for every peer's inputs, then phase 1.
+  CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::ready, stream));
+  CHORUS_RETURN_IF_ERROR(PhaseOne(ctx, c, send, recv, stream));
+  if (c.kind == Collective::kAllReduce) {
+    // 4. all_reduce: once every peer's slice is reduced, copy it.
+    CHORUS_RETURN_IF_ERROR(state.mid.Record(stream));
+    CHORUS_RETURN_IF_ERROR(Announce(ctx, kMidStep));
+    CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::mid, stream));
+    CHORUS_RETURN_IF_ERROR(GatherSlices(ctx, c, recv, stream));
+  }
+  // 5. Nobody reads our buffers after every peer's DONE: our later work may change them.
+  CHORUS_RETURN_IF_ERROR(state.done.Record(stream));
+  CHORUS_RETURN_IF_ERROR(Announce(ctx, kDoneStep));
+  return WaitForPeers(ctx, state, offers, &Offer::done, stream);
+}
+
 }  // namespace
 
 Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcState& state, void* stream) {
   const int n = ctx.size(), r = ctx.rank();
   // 1. Our offer; READY marks "our inputs are written" on our stream.
-  Offer mine = MakeOffer(ctx, c, state);
+  Offer mine = MakeOffer(ctx, c, state, stream);
   if (mine.v.verdict == kCan) CHORUS_RETURN_IF_ERROR(state.ready.Record(stream));
   std::vector<Offer> offers;
   CHORUS_RETURN_IF_ERROR(ExchangeAll(ctx, kOfferStep, mine, offers));
@@ -247,6 +268,13 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       v.Decline(kNever, "rank " + std::to_string(p) + "'s GPU: " + reach.message());
       break;
     }
+    for (const ipc::ExportedEvent* ev : {&offers[p].ready, &offers[p].mid, &offers[p].done}) {
+      if (Result<void*> opened = state.peer_events.Open(*ev); !opened.ok()) {
+        v.Decline(kNever, "rank " + std::to_string(p) + "'s events: " + opened.status().message());
+        break;
+      }
+    }
+    if (v.verdict != kCan) break;
     const auto [reads_send, reads_recv] = Reads(c, r, p);
     for (auto [wanted, has, ex, out] : {std::tuple<bool, uint8_t, const ipc::ExportedBuffer*, const char**>{
                                             reads_send, offers[p].has_send, &offers[p].send, &send[p]},
@@ -256,7 +284,7 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
         if (c.count > 0) v.Decline(kNotThisCall, "rank " + std::to_string(p) + " offered no buffer to read");
         continue;
       }
-      Result<void*> mapped = state.mappings.Map(p, *ex);
+      Result<void*> mapped = state.mappings.Map(p, *ex, ctx.deadline);
       if (!mapped.ok()) {
         v.Decline(kNotThisCall, "mapping rank " + std::to_string(p) + "'s buffer: " + mapped.status().message());
         break;
@@ -277,22 +305,16 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       outcome.why += (outcome.why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) + ": " + w.why;
     }
   }
-  if (declined) return outcome;  // nobody enqueued anything
-
-  // 3. Our stream waits for every peer's inputs, then phase 1.
-  CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::ready, stream));
-  CHORUS_RETURN_IF_ERROR(PhaseOne(ctx, c, send, recv, stream));
-  if (c.kind == Collective::kAllReduce) {
-    // 4. all_reduce: once every peer's slice is reduced, copy it.
-    CHORUS_RETURN_IF_ERROR(state.mid.Record(stream));
-    CHORUS_RETURN_IF_ERROR(Announce(ctx, kMidStep));
-    CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::mid, stream));
-    CHORUS_RETURN_IF_ERROR(GatherSlices(ctx, c, recv, stream));
+  if (declined) {  // nobody enqueued anything
+    state.mappings.EndCall(nullptr);
+    return outcome;
   }
-  // 5. Nobody reads our buffers after every peer's DONE: our later work may change them.
-  CHORUS_RETURN_IF_ERROR(state.done.Record(stream));
-  CHORUS_RETURN_IF_ERROR(Announce(ctx, kDoneStep));
-  CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::done, stream));
+  Status st = RunPhases(ctx, c, state, offers, send, recv, stream);
+  // Whatever happened, what was enqueued reads the peers' buffers until this mark.
+  Result<kcuda::StreamMark> end = kcuda::StreamMark::Record(stream);
+  state.mappings.EndCall(end.ok() ? std::make_shared<kcuda::StreamMark>(std::move(end.value())) : nullptr);
+  CHORUS_RETURN_IF_ERROR(st);
+  CHORUS_RETURN_IF_ERROR(end.status());
   outcome.ran = true;
   return outcome;
 }

@@ -264,7 +264,7 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
   Result<IoPlace> place = PlaceOf(call, io);
   if (!place.ok()) return place.status();
   if (place.value() == IoPlace::kDevice) {
-    if (std::optional<Work> w = TryCudaIpc(call, io, nullptr)) return w->Wait();
+    if (std::optional<Work> w = TryCudaIpc(call, io, std::nullopt)) return w->Wait();
   }
   Result<HostRun> run = Prepare(call, &io);
   if (!run.ok()) return run.status();
@@ -304,32 +304,43 @@ Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& w
                           [this](const Status& why) { transport_->Abort(why); });
 }
 
-std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io, void* stream) {
+std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io,
+                                                 std::optional<void*> caller_stream) {
   std::lock_guard<std::mutex> lock(ipc_mu_);
   const algos::DevicePlacement where{local_size_ == size_, config_.cuda_ipc != "off", ipc_declined_};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);
   if (Status st = CheckUsable(); !st.ok()) return Work::Failed(st);
-  if (stream == nullptr) {  // the host form: the caller's inputs are ready, no stream of its own to follow
-    if (host_form_stream_.get() == nullptr) {
+  // The peers go on into this call: where this rank cannot, they must hear why.
+  auto broken = [&](const Status& why) {
+    Status st = why.WithContext(CallName(call, rank_) + " through CUDA IPC");
+    transport_->Abort(st);
+    return Work::Failed(st);
+  };
+  // The call runs on its buffers' device (which need not be the thread's current one).
+  const void* any = io.send_bytes ? io.send : (io.recv_bytes ? io.recv : nullptr);
+  Result<int> device = any ? transport::cuda_ipc::DeviceOf(any) : transport::cuda_ipc::CurrentDeviceIndex();
+  if (!device.ok()) return broken(device.status());
+  Result<transport::cuda_ipc::DeviceGuard> on_device = transport::cuda_ipc::DeviceGuard::Set(device.value());
+  if (!on_device.ok()) return broken(on_device.status());
+  std::unique_ptr<IpcDevice>& per_device = ipc_[device.value()];
+  if (!per_device) per_device = std::make_unique<IpcDevice>();
+  void* stream = caller_stream.value_or(nullptr);
+  if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow
+    if (per_device->host_form_stream.get() == nullptr) {
       Result<kernels::cuda::Stream> made = kernels::cuda::Stream::Create();
-      if (!made.ok()) {  // the peers go on into this call: they must hear why this rank cannot
-        Status st = made.status().WithContext(CallName(call, rank_) + " through CUDA IPC");
-        transport_->Abort(st);
-        return Work::Failed(st);
-      }
-      host_form_stream_ = std::move(made.value());
+      if (!made.ok()) return broken(made.status());
+      per_device->host_form_stream = std::move(made.value());
     }
-    stream = host_form_stream_.get();
+    stream = per_device->host_form_stream.get();
   }
   const algos::Context ctx = NewContext(call, choice.algorithm);
   const std::string what = "rank " + std::to_string(rank_) + " " + algos::DescribeFingerprint(ctx.fingerprint);
   CHORUS_TRACE(what << " #" << ctx.seq << ": cuda_ipc (" << choice.reason << ")");
-  if (!ipc_) ipc_ = std::make_unique<algos::CudaIpcState>();
   const algos::DeviceCall dc{call.kind,  call.send,  io.send_bytes, call.recv, io.recv_bytes,
                              call.count, call.dtype, call.op,       call.root};
-  Result<algos::IpcOutcome> out = algos::RunCudaIpc(ctx, dc, *ipc_, stream);
+  Result<algos::IpcOutcome> out = algos::RunCudaIpc(ctx, dc, per_device->state, stream);
   if (!out.ok()) {
     // Peers may have enqueued their part: they must hear that this call failed.
     Status st = out.status().WithContext(what + " (cuda_ipc)");
@@ -406,6 +417,15 @@ Status CommunicatorImpl::Shutdown() {
   if (shut_down_) return Status::Ok();
   shut_down_ = true;
   executor_.reset();  // finishes the async collectives already posted
+  {
+    // Peers' streams may still wait on this rank's interprocess events and read its
+    // buffers: let the GPU finish before the barrier, after which the events go.
+    std::lock_guard<std::mutex> ipc_lock(ipc_mu_);
+    for (const auto& [device, state] : ipc_) {
+      Status st = transport::cuda_ipc::SynchronizeDevice(device);
+      if (!st.ok()) CHORUS_WARN("shutting down CUDA IPC on device " << device << ": " << st.ToString());
+    }
+  }
   Status result;
   if (connected_ && transport_ && transport_->health().ok() && rdv_ && rdv_->client) {
     // Wait (bounded) until every rank is shutting down, so that no rank closes its

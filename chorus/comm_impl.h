@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -82,9 +83,10 @@ class CommunicatorImpl {
                  const std::function<Result<HostRun>(DeviceIo*)>& prepare);
   // A stream-form collective through CUDA IPC where the selector picks it and every
   // rank can (algos/cuda_ipc_collectives.h); nothing where it runs another way.
-  // `stream` null: the host form (inputs ready, results there on return), on a stream
+  // `caller_stream` (null: the legacy default stream) for the CUDA-stream forms; none
+  // for the host form (inputs ready, results there on return), which runs on a stream
   // of the communicator's own.
-  std::optional<Work> TryCudaIpc(const CollectiveCall& call, const DeviceIo& io, void* stream);
+  std::optional<Work> TryCudaIpc(const CollectiveCall& call, const DeviceIo& io, std::optional<void*> caller_stream);
 
   Config config_;
   rendezvous::InitSpec spec_;
@@ -107,8 +109,11 @@ class CommunicatorImpl {
   std::atomic<uint64_t> split_seq_{0};
   std::unique_ptr<DeviceCalls> device_;  // declared before executor_: its tasks use it
   std::mutex ipc_mu_;                      // one CUDA IPC call at a time
-  std::unique_ptr<algos::CudaIpcState> ipc_;
-  kernels::cuda::Stream host_form_stream_;  // made by the first host-form call through CUDA IPC
+  struct IpcDevice {
+    algos::CudaIpcState state;
+    kernels::cuda::Stream host_form_stream;  // made by the first host-form call on the device
+  };
+  std::map<int, std::unique_ptr<IpcDevice>> ipc_;  // by CUDA device
   std::string ipc_declined_;  // why the ranks found CUDA IPC impossible for good (same on every rank)
   std::atomic<uint64_t> device_calls_ipc_{0}, device_calls_staged_{0};
   std::unique_ptr<Executor> executor_;

@@ -196,18 +196,19 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
 // enqueued right after the call returns must see the result. Before: the input is
 // doubled in place by a reduction kernel (x + x). After: the result is copied to a
 // third buffer on the same stream, and that copy is what is checked.
-class StreamOrderTest : public ::testing::TestWithParam<Path> {};
+// Both paths, on a stream of the test's and on the legacy default stream (CudaStream{}).
+class StreamOrderTest : public ::testing::TestWithParam<std::tuple<Path, bool>> {};
 
 TEST_P(StreamOrderTest, BeforeAndAfter) {
   SKIP_WITHOUT_GPU();
-  const Path path = GetParam();
+  const auto [path, legacy] = GetParam();
   const Options o = TestOptions(IpcSetting(path));
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
     Result<cu::Stream> s = cu::Stream::Create();
     RANK_OK(s.status());
-    void* stream = s.value().get();
+    void* stream = legacy ? nullptr : s.value().get();
     const size_t n = (4u << 20) + 5;  // floats: big enough that the kernel and copies take a while
     std::vector<float> host(n);
     for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i % 1000) + rank);
@@ -240,9 +241,11 @@ TEST_P(StreamOrderTest, BeforeAndAfter) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothPaths, StreamOrderTest, ::testing::Values(Path::kCudaIpc, Path::kStaged),
-                         [](const ::testing::TestParamInfo<Path>& i) {
-                           return std::string(i.param == Path::kCudaIpc ? "CudaIpc" : "Staged");
+INSTANTIATE_TEST_SUITE_P(BothPaths, StreamOrderTest,
+                         ::testing::Combine(::testing::Values(Path::kCudaIpc, Path::kStaged), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<Path, bool>>& i) {
+                           return std::string(std::get<0>(i.param) == Path::kCudaIpc ? "CudaIpc" : "Staged") +
+                                  (std::get<1>(i.param) ? "LegacyStream" : "OwnStream");
                          });
 
 // Send/Recv of device buffers: the blocking host forms and the stream forms.

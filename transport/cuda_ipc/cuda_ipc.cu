@@ -21,20 +21,36 @@ static_assert(sizeof(cudaIpcMemHandle_t) == kHandleBytes, "cudaIpcMemHandle_t is
 static_assert(sizeof(cudaIpcEventHandle_t) == kHandleBytes, "cudaIpcEventHandle_t is not 64 bytes");
 
 std::string UuidText(const uint8_t* b) {
-  char s[40];
+  char s[48];
   std::snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return s;
 }
 
+// Every visible device's UUID, asked once (cudaGetDeviceProperties is slow).
+const Result<std::vector<DeviceUuid>>& Uuids() {
+  static const Result<std::vector<DeviceUuid>> uuids = []() -> Result<std::vector<DeviceUuid>> {
+    CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
+    std::vector<DeviceUuid> all(kernels::cuda::DeviceCount());
+    for (int d = 0; d < static_cast<int>(all.size()); ++d) {
+      cudaDeviceProp p{};
+      CHORUS_RETURN_IF_ERROR(
+          CudaError("cudaGetDeviceProperties(" + std::to_string(d) + ")", cudaGetDeviceProperties(&p, d)));
+      static_assert(sizeof(p.uuid.bytes) == sizeof(DeviceUuid::bytes), "cudaUUID_t is not 16 bytes");
+      std::memcpy(all[d].bytes, p.uuid.bytes, sizeof(all[d].bytes));
+    }
+    return all;
+  }();
+  return uuids;
+}
+
 Result<DeviceUuid> UuidOf(int device) {
-  cudaDeviceProp p{};
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDeviceProperties(" + std::to_string(device) + ")",
-                                   cudaGetDeviceProperties(&p, device)));
-  DeviceUuid u{};
-  static_assert(sizeof(p.uuid.bytes) == sizeof(u.bytes), "cudaUUID_t is not 16 bytes");
-  std::memcpy(u.bytes, p.uuid.bytes, sizeof(u.bytes));
-  return u;
+  const Result<std::vector<DeviceUuid>>& all = Uuids();
+  if (!all.ok()) return all.status();
+  if (device < 0 || device >= static_cast<int>(all.value().size())) {
+    return Status(StatusCode::kInternal, "device " + std::to_string(device) + " is not visible");
+  }
+  return all.value()[device];
 }
 
 // cuMemGetAddressRange from the driver, looked up through the runtime: linking libcuda
@@ -56,22 +72,68 @@ AddressRangeFn AddressRange() {
 
 }  // namespace
 
-Result<DeviceUuid> CurrentDevice() {
+Result<int> CurrentDeviceIndex() {
   CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
   int d = 0;
   CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDevice", cudaGetDevice(&d)));
-  return UuidOf(d);
+  return d;
+}
+
+Result<DeviceUuid> CurrentDevice() {
+  Result<int> d = CurrentDeviceIndex();
+  if (!d.ok()) return d.status();
+  return UuidOf(d.value());
+}
+
+Result<int> DeviceOf(const void* ptr) {
+  CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
+  cudaPointerAttributes a{};
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaPointerGetAttributes", cudaPointerGetAttributes(&a, ptr)));
+  if (a.type != cudaMemoryTypeDevice) {
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "%p", ptr);
+    return Status(StatusCode::kInvalidArgument, std::string(addr) + " is not device memory");
+  }
+  return a.device;
+}
+
+bool IsCapturing(void* stream) {
+  cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &s) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return s != cudaStreamCaptureStatusNone;
+}
+
+Status SynchronizeDevice(int device) {
+  Result<DeviceGuard> g = DeviceGuard::Set(device);
+  if (!g.ok()) return g.status();
+  return CudaError("cudaDeviceSynchronize(" + std::to_string(device) + ")", cudaDeviceSynchronize());
+}
+
+Result<DeviceGuard> DeviceGuard::Set(int device) {
+  Result<int> cur = CurrentDeviceIndex();
+  if (!cur.ok()) return cur.status();
+  DeviceGuard g;
+  if (cur.value() == device) return std::move(g);
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaSetDevice(" + std::to_string(device) + ")", cudaSetDevice(device)));
+  g.previous_ = cur.value();
+  return std::move(g);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
 }
 
 Status CanReach(const DeviceUuid& device) {
-  int cur = 0;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDevice", cudaGetDevice(&cur)));
-  int n = 0;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDeviceCount", cudaGetDeviceCount(&n)));
-  for (int d = 0; d < n; ++d) {
-    Result<DeviceUuid> u = UuidOf(d);
-    if (!u.ok()) return u.status();
-    if (std::memcmp(u.value().bytes, device.bytes, sizeof(device.bytes)) != 0) continue;
+  Result<int> current = CurrentDeviceIndex();
+  if (!current.ok()) return current.status();
+  const int cur = current.value();
+  const Result<std::vector<DeviceUuid>>& all = Uuids();
+  if (!all.ok()) return all.status();
+  for (int d = 0; d < static_cast<int>(all.value().size()); ++d) {
+    if (std::memcmp(all.value()[d].bytes, device.bytes, sizeof(device.bytes)) != 0) continue;
     if (d == cur) return Status::Ok();
     int can = 0;
     CHORUS_RETURN_IF_ERROR(CudaError("cudaDeviceCanAccessPeer", cudaDeviceCanAccessPeer(&can, cur, d)));
@@ -114,22 +176,24 @@ Result<ExportedBuffer> Export(const void* ptr) {
 }
 
 PeerMappings::~PeerMappings() {
-  if (entries_.empty()) return;
-  cudaDeviceSynchronize();  // nothing may still read a mapping that goes
-  for (const Entry& e : entries_) cudaIpcCloseMemHandle(e.base);
+  // A mapping whose last call is still running (a peer died, say) is left open: closing
+  // it under a running kernel would be worse than the leak.
+  for (const Entry& e : entries_) {
+    if (e.last_call && !e.last_call->Wait(Deadline::AfterMs(10000), "a call reading a peer's buffer").ok()) continue;
+    cudaIpcCloseMemHandle(e.base);
+  }
   cudaGetLastError();
 }
 
-Status PeerMappings::Close(std::vector<Entry>::iterator e) {
-  // Work enqueued by earlier calls may still read it.
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaDeviceSynchronize (before unmapping a peer buffer)", cudaDeviceSynchronize()));
+Status PeerMappings::Close(std::vector<Entry>::iterator e, Deadline deadline) {
+  if (e->last_call) CHORUS_RETURN_IF_ERROR(e->last_call->Wait(deadline, "the last call reading a peer's buffer"));
   cudaIpcCloseMemHandle(e->base);
   cudaGetLastError();
   entries_.erase(e);
   return Status::Ok();
 }
 
-Result<void*> PeerMappings::Map(int owner, const ExportedBuffer& b) {
+Result<void*> PeerMappings::Map(int owner, const ExportedBuffer& b, Deadline deadline) {
   std::array<uint8_t, kHandleBytes> handle;
   std::memcpy(handle.data(), b.handle, kHandleBytes);
   ++clock_;
@@ -137,12 +201,17 @@ Result<void*> PeerMappings::Map(int owner, const ExportedBuffer& b) {
                             [&](const Entry& e) { return e.owner == owner && e.owner_base == b.base; });
   if (known != entries_.end() && known->handle == handle) {
     known->last_use = clock_;
+    known->in_this_call = true;
     return static_cast<void*>(static_cast<char*>(known->base) + b.offset);
   }
-  if (known != entries_.end()) CHORUS_RETURN_IF_ERROR(Close(known));  // freed and allocated again there
-  if (entries_.size() >= max_entries_ && !entries_.empty()) {
-    CHORUS_RETURN_IF_ERROR(Close(std::min_element(
-        entries_.begin(), entries_.end(), [](const Entry& x, const Entry& y) { return x.last_use < y.last_use; })));
+  if (known != entries_.end()) CHORUS_RETURN_IF_ERROR(Close(known, deadline));  // freed and allocated again there
+  if (entries_.size() >= max_entries_) {
+    // The least recently used mapping that this call does not use.
+    auto lru = entries_.end();
+    for (auto e = entries_.begin(); e != entries_.end(); ++e) {
+      if (!e->in_this_call && (lru == entries_.end() || e->last_use < lru->last_use)) lru = e;
+    }
+    if (lru != entries_.end()) CHORUS_RETURN_IF_ERROR(Close(lru, deadline));
   }
   cudaIpcMemHandle_t h;
   std::memcpy(&h, b.handle, kHandleBytes);
@@ -150,8 +219,16 @@ Result<void*> PeerMappings::Map(int owner, const ExportedBuffer& b) {
   CHORUS_RETURN_IF_ERROR(CudaError("cudaIpcOpenMemHandle (mapping rank " + std::to_string(owner) + "'s device buffer)",
                                    cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess)));
   ++opened_;
-  entries_.push_back(Entry{owner, b.base, handle, base, clock_});
+  entries_.push_back(Entry{owner, b.base, handle, base, clock_, nullptr, true});
   return static_cast<void*>(static_cast<char*>(base) + b.offset);
+}
+
+void PeerMappings::EndCall(const std::shared_ptr<kernels::cuda::StreamMark>& done) {
+  for (Entry& e : entries_) {
+    if (!e.in_this_call) continue;
+    e.in_this_call = false;
+    if (done) e.last_call = done;
+  }
 }
 
 Result<IpcEvent> IpcEvent::Create() {
@@ -181,23 +258,25 @@ PeerEvents::~PeerEvents() {
   cudaGetLastError();
 }
 
-Status PeerEvents::StreamWait(void* stream, const ExportedEvent& ev) {
+Result<void*> PeerEvents::Open(const ExportedEvent& ev) {
   std::array<uint8_t, kHandleBytes> key;
   std::memcpy(key.data(), ev.handle, kHandleBytes);
-  void* found = nullptr;
   for (auto& [k, e] : opened_) {
-    if (k == key) found = e;
+    if (k == key) return e;
   }
-  if (found == nullptr) {
-    cudaIpcEventHandle_t h;
-    std::memcpy(&h, ev.handle, kHandleBytes);
-    cudaEvent_t e = nullptr;
-    CHORUS_RETURN_IF_ERROR(CudaError("cudaIpcOpenEventHandle (a peer's event)", cudaIpcOpenEventHandle(&e, h)));
-    opened_.push_back({key, e});
-    found = e;
-  }
+  cudaIpcEventHandle_t h;
+  std::memcpy(&h, ev.handle, kHandleBytes);
+  cudaEvent_t e = nullptr;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaIpcOpenEventHandle (a peer's event)", cudaIpcOpenEventHandle(&e, h)));
+  opened_.push_back({key, e});
+  return static_cast<void*>(e);
+}
+
+Status PeerEvents::StreamWait(void* stream, const ExportedEvent& ev) {
+  Result<void*> e = Open(ev);
+  if (!e.ok()) return e.status();
   return CudaError("cudaStreamWaitEvent (a peer's event)",
-                   cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(found), 0));
+                   cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(e.value()), 0));
 }
 
 Status CopyAsync(void* dst, const void* src, size_t bytes, void* stream) {

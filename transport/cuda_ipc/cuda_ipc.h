@@ -18,10 +18,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "chorus/deadline.h"
 #include "chorus/status.h"
+#include "kernels/cuda/stream_ops.h"
 
 namespace chorus::transport::cuda_ipc {
 
@@ -44,11 +47,33 @@ struct DeviceUuid {
   uint8_t bytes[16];
 };
 
-// The calling thread's current device.
+// The calling thread's current device: its index, and its UUID.
+Result<int> CurrentDeviceIndex();
 Result<DeviceUuid> CurrentDevice();
+// The device a device buffer is on.
+Result<int> DeviceOf(const void* ptr);
 // Whether the current device reaches memory of `device`: it is the same GPU, or a
 // visible one with peer access. The error says why not.
 Status CanReach(const DeviceUuid& device);
+// Whether `stream` is being captured into a CUDA graph (interprocess events cannot be).
+bool IsCapturing(void* stream);
+// Waits for everything on `device` (before its interprocess events and mappings go).
+Status SynchronizeDevice(int device);
+
+// Makes a device current on this thread until destroyed, then restores the previous one.
+class DeviceGuard {
+ public:
+  DeviceGuard() = default;
+  static Result<DeviceGuard> Set(int device);
+  ~DeviceGuard();
+  DeviceGuard(DeviceGuard&& o) noexcept : previous_(std::exchange(o.previous_, -1)) {}
+  DeviceGuard& operator=(DeviceGuard&&) = delete;
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
 
 // Exports the cudaMalloc'd allocation that holds `ptr` (memory from cudaMallocAsync
 // pools or cuMemCreate cannot be exported this way: the error says so).
@@ -59,7 +84,13 @@ Result<ExportedBuffer> Export(const void* ptr);
 // owner and its address there; a new handle at a known address means the owner freed
 // the old allocation and made another there: the stale mapping is closed and the new
 // one opened. Least recently used first out beyond `max_entries`. A mapping is closed
-// only after the device finished all work that could still use it.
+// only once the last call that used it is done on its stream (EndCall's mark).
+//
+// CUDA documents an owner's cudaFree of a buffer still mapped elsewhere as undefined;
+// keeping mappings between calls (what makes a repeated call cost no mapping) relies
+// on the driver keeping the memory until the mapping closes, as UCX's cuda_ipc cache
+// does by default. PyTorch's caching allocator returns memory to CUDA only in
+// empty_cache(); CHORUS_CUDA_IPC=off avoids mapping user buffers at all.
 class PeerMappings {
  public:
   explicit PeerMappings(size_t max_entries = 64) : max_entries_(max_entries) {}
@@ -68,7 +99,11 @@ class PeerMappings {
   PeerMappings& operator=(const PeerMappings&) = delete;
 
   // The device pointer at the buffer `owner` (a rank) exported: mapped base + offset.
-  Result<void*> Map(int owner, const ExportedBuffer& b);
+  // Closing a stale or evicted mapping first waits for its last call, until `deadline`.
+  Result<void*> Map(int owner, const ExportedBuffer& b, Deadline deadline);
+  // The mappings used since the last EndCall are read by work that ends at `done`
+  // (null: the call enqueued nothing).
+  void EndCall(const std::shared_ptr<kernels::cuda::StreamMark>& done);
   size_t size() const { return entries_.size(); }
   uint64_t opened() const { return opened_; }  // cudaIpcOpenMemHandle calls so far
 
@@ -79,8 +114,10 @@ class PeerMappings {
     std::array<uint8_t, kHandleBytes> handle;
     void* base;  // where it is mapped here
     uint64_t last_use;
+    std::shared_ptr<kernels::cuda::StreamMark> last_call;  // reached: nothing reads it any more
+    bool in_this_call = false;
   };
-  Status Close(std::vector<Entry>::iterator e);
+  Status Close(std::vector<Entry>::iterator e, Deadline deadline);
   size_t max_entries_;
   std::vector<Entry> entries_;
   uint64_t clock_ = 0;
@@ -119,6 +156,8 @@ class PeerEvents {
   PeerEvents(const PeerEvents&) = delete;
   PeerEvents& operator=(const PeerEvents&) = delete;
 
+  // Opens the peer's event (once); the error says why it cannot be.
+  Result<void*> Open(const ExportedEvent& e);
   // Makes `stream` wait for the latest record of the peer's event.
   Status StreamWait(void* stream, const ExportedEvent& e);
 
