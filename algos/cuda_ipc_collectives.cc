@@ -264,7 +264,10 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
                 "rank " + std::to_string(p) + " is a thread of this process (CUDA IPC maps other processes' memory)");
       break;
     }
-    if (Status reach = ipc::CanReach(offers[p].device); !reach.ok()) {
+    // A GPU hidden from this process (one per rank in CUDA_VISIBLE_DEVICES) may still be
+    // mapped: its first mapping decides.
+    const bool visible = ipc::Visible(offers[p].device);
+    if (Status reach = visible ? ipc::CanReach(offers[p].device) : Status::Ok(); !reach.ok()) {
       v.Decline(kNever, "rank " + std::to_string(p) + "'s GPU: " + reach.message());
       break;
     }
@@ -286,7 +289,9 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       }
       Result<void*> mapped = state.mappings.Map(p, *ex, ctx.deadline);
       if (!mapped.ok()) {
-        v.Decline(kNotThisCall, "mapping rank " + std::to_string(p) + "'s buffer: " + mapped.status().message());
+        v.Decline(visible ? kNotThisCall : kNever, "mapping rank " + std::to_string(p) + "'s buffer" +
+                                                       (visible ? "" : " (its GPU is not visible here)") + ": " +
+                                                       mapped.status().message());
         break;
       }
       *out = static_cast<const char*>(mapped.value());

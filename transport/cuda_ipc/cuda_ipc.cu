@@ -126,6 +126,15 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) cudaSetDevice(previous_);
 }
 
+bool Visible(const DeviceUuid& device) {
+  const Result<std::vector<DeviceUuid>>& all = Uuids();
+  if (!all.ok()) return false;
+  for (const DeviceUuid& u : all.value()) {
+    if (std::memcmp(u.bytes, device.bytes, sizeof(device.bytes)) == 0) return true;
+  }
+  return false;
+}
+
 Status CanReach(const DeviceUuid& device) {
   Result<int> current = CurrentDeviceIndex();
   if (!current.ok()) return current.status();

@@ -52,6 +52,9 @@ Result<int> CurrentDeviceIndex();
 Result<DeviceUuid> CurrentDevice();
 // The device a device buffer is on.
 Result<int> DeviceOf(const void* ptr);
+// Whether `device` is visible to this process (CUDA_VISIBLE_DEVICES may hide it; CUDA
+// IPC can still map its memory where the GPUs have peer access).
+bool Visible(const DeviceUuid& device);
 // Whether the current device reaches memory of `device`: it is the same GPU, or a
 // visible one with peer access. The error says why not.
 Status CanReach(const DeviceUuid& device);
