@@ -96,8 +96,8 @@ Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, con
     why_not = "one rank";
   } else if (!where.all_on_this_host) {
     why_not = "not every rank is on this host";
-  } else if (!where.ipc_allowed) {
-    why_not = "CHORUS_CUDA_IPC=off";
+  } else if (!where.ipc_turned_off.empty()) {
+    why_not = "CHORUS_CUDA_IPC=off on rank " + where.ipc_turned_off;
   } else if (!where.ipc_declined.empty()) {
     why_not = "CUDA IPC declined: " + where.ipc_declined;
   } else {

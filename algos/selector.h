@@ -43,7 +43,7 @@ struct SelectorConfig {
 // What the choice for a call on device buffers depends on besides the size.
 struct DevicePlacement {
   bool all_on_this_host = false;  // every rank of the communicator shares this host
-  bool ipc_allowed = true;        // CHORUS_CUDA_IPC is not off
+  std::string ipc_turned_off;     // non-empty: the ranks that set CHORUS_CUDA_IPC=off ("1, 3")
   std::string ipc_declined;       // non-empty: the ranks found CUDA IPC impossible, and why
 };
 

@@ -122,6 +122,13 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
     ++local_size_;
   }
 
+  // Every rank takes the same way for device buffers: none uses CUDA IPC where one turned it off.
+  std::vector<int> ipc_off;
+  for (int r = 0; r < size_; ++r) {
+    if (peers_[r].cuda_ipc_off) ipc_off.push_back(r);
+  }
+  ipc_turned_off_ = rendezvous::FormatRankList(ipc_off);
+
   executor_ = std::make_unique<Executor>();
   device_ = std::make_unique<DeviceCalls>();
   connected_ = true;
@@ -307,7 +314,7 @@ Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& w
 std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io,
                                                  std::optional<void*> caller_stream) {
   std::lock_guard<std::mutex> lock(ipc_mu_);
-  const algos::DevicePlacement where{local_size_ == size_, config_.cuda_ipc != "off", ipc_declined_};
+  const algos::DevicePlacement where{local_size_ == size_, ipc_turned_off_, ipc_declined_};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);

@@ -114,7 +114,8 @@ class CommunicatorImpl {
     kernels::cuda::Stream host_form_stream;  // made by the first host-form call on the device
   };
   std::map<int, std::unique_ptr<IpcDevice>> ipc_;  // by CUDA device
-  std::string ipc_declined_;  // why the ranks found CUDA IPC impossible for good (same on every rank)
+  std::string ipc_declined_;    // why the ranks found CUDA IPC impossible for good (same on every rank)
+  std::string ipc_turned_off_;  // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
   std::atomic<uint64_t> device_calls_ipc_{0}, device_calls_staged_{0};
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;

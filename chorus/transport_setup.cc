@@ -15,6 +15,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::StoreCli
   Result<std::string> addr = rendezvous::SelectInterfaceAddress(config.socket_ifname, master_addr);
   if (!addr.ok()) return addr.status();
   rendezvous::PeerInfo me = rendezvous::PeerInfo::Local(rank);
+  me.cuda_ipc_off = config.cuda_ipc == "off";
   std::unique_ptr<transport::RdmaTransport> rdma;
   if (config.transport != "tcp") {
     auto r = transport::RdmaTransport::Open(rank, size, comm_id, transport::RdmaOptions::FromConfig(config, addr.value()));

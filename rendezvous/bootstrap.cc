@@ -171,6 +171,7 @@ std::string PeerInfo::Serialize() const {
   if (!rdma_address.empty()) out += "rdma=" + Escape(rdma_address) + "\n";
   if (!rdma_unavailable.empty()) out += "rdma_unavailable=" + Escape(rdma_unavailable) + "\n";
   for (const auto& i : interfaces) out += "if=" + Escape(i) + "\n";
+  if (cuda_ipc_off) out += "cuda_ipc=off\n";
   return out;
 }
 
@@ -217,6 +218,8 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
       info.rdma_unavailable = value;
     } else if (key == "if") {
       info.interfaces.push_back(value);
+    } else if (key == "cuda_ipc") {
+      info.cuda_ipc_off = value == "off";
     }
     // Unknown keys are skipped: a newer peer may say more.
   }

@@ -34,6 +34,7 @@ struct PeerInfo {
   std::string rdma_address;             // queue-pair addresses; empty: no usable verbs device
   std::string rdma_unavailable;         // why there is none (for "CHORUS_TRANSPORT=rdma" errors)
   std::vector<std::string> interfaces;  // "name=ip", IPv4 interfaces that are up
+  bool cuda_ipc_off = false;            // CHORUS_CUDA_IPC=off here: no rank uses CUDA IPC
 
   // A versioned, line-based "key=value" text; values are %-escaped.
   std::string Serialize() const;

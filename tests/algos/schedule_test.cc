@@ -111,10 +111,10 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   EXPECT_NE(c.reason.find("not every rank is on this host"), std::string::npos) << c.reason;
 
   DevicePlacement off = local;
-  off.ipc_allowed = false;
+  off.ipc_turned_off = "1";
   c = s.ChooseForDevice(Collective::kBroadcast, 1 << 20, 2, off);
   EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
-  EXPECT_NE(c.reason.find("CHORUS_CUDA_IPC=off"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("CHORUS_CUDA_IPC=off on rank 1"), std::string::npos) << c.reason;
 
   DevicePlacement declined = local;
   declined.ipc_declined = "rank 1: no peer access";

@@ -115,6 +115,21 @@ TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, true, 16, Path::kStaged); }, {120, {}}));
 }
 
+// One rank turned CUDA IPC off: no rank uses it (the setting travels with the bootstrap),
+// so both stage instead of meeting each other's other schedule.
+TEST(DeviceApiTest, OneRankWithCudaIpcOffMakesEveryRankStage) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(
+      2,
+      [&](int r) {
+        Options mine = o;
+        mine.config->cuda_ipc = r == 0 ? "off" : "auto";
+        return RotatingOnDevice(mine, r, 2, true, 18, Path::kStaged);
+      },
+      {120, {}}));
+}
+
 // The host forms given device pointers (inputs ready when called, results there on return).
 TEST(DeviceApiTest, HostFormWithDevicePointersTwoAndThreeRanksCudaIpc) {
   SKIP_WITHOUT_GPU();

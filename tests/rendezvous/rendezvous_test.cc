@@ -291,6 +291,7 @@ TEST(PeerInfo, RoundTripWithAwkwardCharacters) {
   p.pid = 4242;
   p.tcp_address = "10.0.0.7:40000";
   p.interfaces = {"eth0=10.0.0.7", "ib0=192.168.1.7"};
+  p.cuda_ipc_off = true;
   Result<PeerInfo> q = PeerInfo::Parse(p.Serialize());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q.value().rank, 12);
@@ -299,6 +300,9 @@ TEST(PeerInfo, RoundTripWithAwkwardCharacters) {
   EXPECT_EQ(q.value().pid, 4242);
   EXPECT_EQ(q.value().tcp_address, p.tcp_address);
   EXPECT_EQ(q.value().interfaces, p.interfaces);
+  EXPECT_TRUE(q.value().cuda_ipc_off);
+  p.cuda_ipc_off = false;
+  EXPECT_FALSE(PeerInfo::Parse(p.Serialize()).value().cuda_ipc_off);
   // Unknown keys from a newer peer are skipped.
   EXPECT_TRUE(PeerInfo::Parse(p.Serialize() + "future=1\n").ok());
 }
