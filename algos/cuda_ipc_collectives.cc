@@ -177,10 +177,9 @@ Status GatherSlices(const Context& ctx, const DeviceCall& c, const std::vector<c
 
 // This rank's offer: its events (made on first use), device and exported buffers, or
 // why it cannot take part.
-Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state, void* stream) {
+Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   Offer o;
   o.pid = getpid();
-  if (ipc::IsCapturing(stream)) o.v.Decline(kNotThisCall, "its stream is being captured into a CUDA graph");
   if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
     o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
   }
@@ -246,7 +245,7 @@ Status RunPhases(const Context& ctx, const DeviceCall& c, CudaIpcState& state, c
 Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcState& state, void* stream) {
   const int n = ctx.size(), r = ctx.rank();
   // 1. Our offer; READY marks "our inputs are written" on our stream.
-  Offer mine = MakeOffer(ctx, c, state, stream);
+  Offer mine = MakeOffer(ctx, c, state);
   if (mine.v.verdict == kCan) CHORUS_RETURN_IF_ERROR(state.ready.Record(stream));
   std::vector<Offer> offers;
   CHORUS_RETURN_IF_ERROR(ExchangeAll(ctx, kOfferStep, mine, offers));

@@ -326,10 +326,9 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     return Work::Failed(st);
   };
   // The call runs on its buffers' device (which need not be the thread's current one).
-  const void* any = io.send_bytes ? io.send : (io.recv_bytes ? io.recv : nullptr);
-  Result<int> device = any ? transport::cuda_ipc::DeviceOf(any) : transport::cuda_ipc::CurrentDeviceIndex();
+  Result<int> device = DeviceOfIo(io);
   if (!device.ok()) return broken(device.status());
-  Result<transport::cuda_ipc::DeviceGuard> on_device = transport::cuda_ipc::DeviceGuard::Set(device.value());
+  Result<kernels::cuda::DeviceGuard> on_device = kernels::cuda::DeviceGuard::Set(device.value());
   if (!on_device.ok()) return broken(on_device.status());
   std::unique_ptr<IpcDevice>& per_device = ipc_[device.value()];
   if (!per_device) per_device = std::make_unique<IpcDevice>();

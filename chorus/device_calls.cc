@@ -1,9 +1,11 @@
 #include "chorus/device_calls.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "chorus/staging_pipeline.h"
 #include "kernels/cuda/reduce_cuda.h"
@@ -21,12 +23,15 @@ std::string Where(const char* name, const void* p, cuda::MemoryKind k) {
   return std::string(name) + " buffer " + addr + " is " + cuda::MemoryKindName(k) + " memory";
 }
 
-// Grows `b` to at least `bytes` (contents not kept).
-Status Reserve(cuda::PinnedBuffer& b, size_t bytes) {
+// Grows `b` to at least `bytes` (at least doubling; contents not kept). The old buffer
+// is kept in `retired` until the DeviceCalls go: cudaFreeHost waits for the whole
+// device, gates included, and a task freeing one under its own gate would wait for
+// itself; earlier tasks may also still be using it.
+Status Reserve(cuda::PinnedBuffer& b, size_t bytes, std::vector<cuda::PinnedBuffer>& retired) {
   if (b.bytes() >= bytes) return Status::Ok();
-  b = cuda::PinnedBuffer();
-  Result<cuda::PinnedBuffer> n = cuda::PinnedBuffer::Allocate(bytes);
+  Result<cuda::PinnedBuffer> n = cuda::PinnedBuffer::Allocate(std::max(bytes, 2 * b.bytes()));
   if (!n.ok()) return n.status();
+  if (b.bytes() > 0) retired.push_back(std::move(b));
   b = std::move(n.value());
   return Status::Ok();
 }
@@ -84,8 +89,8 @@ class MarkWork final : public WorkState {
 Work WorkUntilStreamReaches(void* stream, int64_t timeout_ms, std::string what) {
   Result<cuda::StreamMark> mark = cuda::StreamMark::Record(stream);
   if (!mark.ok()) return Work::Failed(mark.status().WithContext(what));
-  return Work(std::make_shared<MarkWork>(std::move(mark.value()), std::chrono::milliseconds(timeout_ms),
-                                         std::move(what)));
+  return Work(
+      std::make_shared<MarkWork>(std::move(mark.value()), std::chrono::milliseconds(timeout_ms), std::move(what)));
 }
 
 Result<IoPlace> ClassifyIo(const DeviceIo& io) {
@@ -97,6 +102,11 @@ Result<IoPlace> ClassifyIo(const DeviceIo& io) {
                            "; pass both on the device or both on the host");
   }
   return (s_dev || r_dev) ? IoPlace::kDevice : IoPlace::kHost;
+}
+
+Result<int> DeviceOfIo(const DeviceIo& io) {
+  const void* any = io.send_bytes ? io.send : (io.recv_bytes ? io.recv : nullptr);
+  return any ? cuda::DeviceOf(any) : cuda::CurrentDeviceIndex();
 }
 
 Status CheckStreamIo(const DeviceIo& io, const std::string& what) {
@@ -117,7 +127,25 @@ struct DeviceCalls::Staging {
   cuda::CopyStream copies;  // to the host (and everything back, when not streamed)
   cuda::CopyStream back;    // streamed results back to the device
   cuda::PinnedBuffer in, out;
+  std::vector<cuda::PinnedBuffer> retired;  // outgrown, kept until the end (see Reserve)
+
+  // Pinned stand-ins of at least the call's sizes, made before the call runs.
+  Result<HostBuffers> Reserve(const DeviceIo& io);
 };
+
+Result<DeviceCalls::HostBuffers> DeviceCalls::Staging::Reserve(const DeviceIo& io) {
+  // An input inside the output buffer (in place; all_gather's own block) is staged
+  // inside the output's stand-in at the same offset, so the algorithm sees the alias.
+  const auto* send = static_cast<const char*>(io.send);
+  const auto* recv = static_cast<const char*>(io.recv);
+  const bool aliased = io.send_bytes && io.recv_bytes && send >= recv && send + io.send_bytes <= recv + io.recv_bytes;
+  CHORUS_RETURN_IF_ERROR(chorus::internal::Reserve(out, io.recv_bytes, retired));
+  CHORUS_RETURN_IF_ERROR(chorus::internal::Reserve(in, aliased ? 0 : io.send_bytes, retired));
+  HostBuffers h;
+  h.recv = io.recv_bytes ? out.get() : nullptr;
+  h.send = aliased ? h.recv + (send - recv) : (io.send_bytes ? in.get() : nullptr);
+  return h;
+}
 
 struct DeviceCalls::Resources {
   cuda::StreamGate gate;
@@ -152,16 +180,12 @@ Status DeviceCalls::Init() {
   return Status::Ok();
 }
 
-Status DeviceCalls::Stage(Staging& s, const DeviceIo& io, const HostRun& run, Deadline deadline) {
-  // An input inside the output buffer (in place; all_gather's own block) is staged
-  // inside the output's stand-in at the same offset, so the algorithm sees the alias.
+Status DeviceCalls::Stage(Staging& s, const DeviceIo& io, const HostBuffers& host, const HostRun& run,
+                          Deadline deadline) {
   const auto* send = static_cast<const char*>(io.send);
   auto* recv = static_cast<char*>(io.recv);
-  const bool aliased = io.send_bytes && io.recv_bytes && send >= recv && send + io.send_bytes <= recv + io.recv_bytes;
-  CHORUS_RETURN_IF_ERROR(Reserve(s.out, io.recv_bytes));
-  CHORUS_RETURN_IF_ERROR(Reserve(s.in, aliased ? 0 : io.send_bytes));
-  char* host_recv = io.recv_bytes ? s.out.get() : nullptr;
-  char* host_send = aliased ? host_recv + (send - recv) : (io.send_bytes ? s.in.get() : nullptr);
+  char* host_send = host.send;
+  char* host_recv = host.recv;
   if (!io.streamed) {
     CHORUS_RETURN_IF_ERROR(s.copies.Copy(host_send, send, io.send_bytes, deadline));
     CHORUS_RETURN_IF_ERROR(run(host_send, host_recv, nullptr));
@@ -186,24 +210,41 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
   };
   Status st = Init();
   if (!st.ok()) return fail(st);
+  if (cuda::IsCapturing(stream)) {
+    return fail(InvalidArgument("the stream is being captured into a CUDA graph; chorus's calls cannot be captured"));
+  }
+  // The task runs on the buffers' device (the executor's thread has no current device of its own).
+  Result<int> device = DeviceOfIo(io);
+  if (!device.ok()) return fail(device.status());
+  // The pinned stand-ins are made here, not in the task: growing them there could wait
+  // for the device, gates included (see Reserve).
+  Result<HostBuffers> host = res_->executor.Reserve(io);
+  if (!host.ok()) return fail(host.status());
   Result<cuda::StreamMark> mark = cuda::StreamMark::Record(stream);
   if (!mark.ok()) return fail(mark.status());
-  const uint64_t seq = ++next_seq_;
-  // The gate kernel outlives a failed task by at most its own timeout (a little more
-  // than the task's), so a stream is never held for ever.
+  const uint64_t seq = next_seq_ + 1;
+  // The gate kernel gives up by itself after a little more than the task's timeout, so
+  // a stream is never held for ever; if it gives up first, the task fails (Expired).
   st = res_->gate.Hold(stream, seq, timeout_ms + 10000);
-  if (!st.ok()) {
-    res_->gate.Open(seq);
-    return fail(st);
-  }
+  if (!st.ok()) return fail(st);  // nothing waits for seq: the next call takes it
+  next_seq_ = seq;
   auto state = std::make_shared<TaskState>(std::chrono::milliseconds(timeout_ms));
   Resources* res = res_.get();
   auto shared_mark = std::make_shared<cuda::StreamMark>(std::move(mark.value()));
   executor.Post(
-      [res, io, run = std::move(run), shared_mark, seq, timeout_ms, what = std::move(what)]() {
-        const Deadline deadline = Deadline::AfterMs(timeout_ms);
-        Status st = shared_mark->Wait(deadline, "waiting for the work enqueued before it on the caller's stream");
-        if (st.ok()) st = Stage(res->executor, io, run, deadline);
+      [res, io, host = host.value(), run = std::move(run), shared_mark, seq, device = device.value(), timeout_ms,
+       what = std::move(what)]() {
+        Status st = cuda::SetDevice(device);
+        if (st.ok()) {
+          st = shared_mark->Wait(Deadline::AfterMs(timeout_ms),
+                                 "waiting for the work enqueued before it on the caller's stream");
+        }
+        if (st.ok()) st = Stage(res->executor, io, host, run, Deadline::AfterMs(timeout_ms));
+        if (st.ok() && res->gate.Expired(seq)) {
+          st = Status(StatusCode::kTimeout, "the caller's stream went on without this call: its gate gave up after " +
+                                                std::to_string(timeout_ms / 1000 + 10) +
+                                                " s waiting (the outputs there are not the results)");
+        }
         res->gate.Open(seq);  // success or not: the stream goes on
         return st.ok() ? st : st.WithContext(what);
       },
@@ -219,7 +260,14 @@ Status DeviceCalls::Ready() {
 Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline) {
   CHORUS_RETURN_IF_ERROR(Ready());
   std::lock_guard<std::mutex> lock(caller_mu_);
-  return Stage(res_->caller, io, run, deadline);
+  // On the buffers' device (the calling thread may be the executor's, with none of its own).
+  Result<int> device = DeviceOfIo(io);
+  if (!device.ok()) return device.status();
+  Result<cuda::DeviceGuard> on_device = cuda::DeviceGuard::Set(device.value());
+  if (!on_device.ok()) return on_device.status();
+  Result<HostBuffers> host = res_->caller.Reserve(io);
+  if (!host.ok()) return host.status();
+  return Stage(res_->caller, io, host.value(), run, deadline);
 }
 
 }  // namespace chorus::internal

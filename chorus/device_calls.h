@@ -67,6 +67,8 @@ using HostRun = std::function<Status(const void* send, void* recv, algos::Stream
 enum class IoPlace { kHost, kDevice };
 Result<IoPlace> ClassifyIo(const DeviceIo& io);
 Status CheckStreamIo(const DeviceIo& io, const std::string& what);
+// The device of the call's buffers (none: the calling thread's current device).
+Result<int> DeviceOfIo(const DeviceIo& io);
 
 // A Work that ends when `stream` reaches what was enqueued on it so far (its mark is
 // recorded now); Wait() past the timeout is an error naming `what`.
@@ -91,8 +93,12 @@ class DeviceCalls {
 
  private:
   struct Staging;  // two copy streams (to the host, back) and two pinned buffers, grown on demand
-  Status Init();   // the gate and both staging sets, on first use (res_ set once done)
-  static Status Stage(Staging& s, const DeviceIo& io, const HostRun& run, Deadline deadline);
+  struct HostBuffers {  // a call's pinned stand-ins (send may point into recv's: aliased calls)
+    char* send = nullptr;
+    char* recv = nullptr;
+  };
+  Status Init();  // the gate and both staging sets, on first use (res_ set once done)
+  static Status Stage(Staging& s, const DeviceIo& io, const HostBuffers& host, const HostRun& run, Deadline deadline);
 
   std::mutex mu_;         // Init, next_seq_, the gate
   std::mutex caller_mu_;  // the caller-thread staging set

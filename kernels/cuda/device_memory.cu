@@ -44,9 +44,12 @@ Stream::~Stream() {
   if (s_) cudaStreamDestroy(static_cast<cudaStream_t>(s_));
 }
 
+// From pageable memory cudaMemcpy may return before the DMA landed, and non-blocking
+// streams do not wait for the legacy stream it ran on: wait for it.
 Status CopyToDevice(void* dst, const void* src, size_t bytes) {
-  return CudaError("cudaMemcpy host->device of " + std::to_string(bytes) + " bytes",
-                   cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaMemcpy host->device of " + std::to_string(bytes) + " bytes",
+                                   cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)));
+  return CudaError("cudaStreamSynchronize after a copy to the device", cudaStreamSynchronize(nullptr));
 }
 
 Status CopyToHost(void* dst, const void* src, size_t bytes) {
@@ -60,7 +63,8 @@ Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, void* stream
 }
 
 Status Memset(void* dst, int value, size_t bytes) {
-  return CudaError("cudaMemset of " + std::to_string(bytes) + " bytes", cudaMemset(dst, value, bytes));
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaMemset of " + std::to_string(bytes) + " bytes", cudaMemset(dst, value, bytes)));
+  return CudaError("cudaStreamSynchronize after a memset", cudaStreamSynchronize(nullptr));
 }
 
 Status Synchronize(void* stream) {

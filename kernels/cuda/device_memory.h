@@ -47,7 +47,8 @@ class Stream {
   void* s_ = nullptr;
 };
 
-// Synchronous copies (host <-> device, device <-> device) and memset.
+// Copies (host <-> device: complete on return, for every stream; device <-> device:
+// on `stream`) and memset (complete on return).
 Status CopyToDevice(void* dst, const void* src, size_t bytes);
 Status CopyToHost(void* dst, const void* src, size_t bytes);
 Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, void* stream);

@@ -148,7 +148,8 @@ Status CheckCall(const char* fn, DataType dtype, ReduceOp op) {
 // One buffer: non-null and reachable from the GPU (plain host memory passed by mistake
 // is named, not dereferenced by a kernel).
 Status CheckBuffer(const char* fn, const std::string& name, const void* p, size_t count) {
-  if (p == nullptr) return InvalidArgument(std::string(fn) + ": " + name + " is null with count " + std::to_string(count));
+  if (p == nullptr)
+    return InvalidArgument(std::string(fn) + ": " + name + " is null with count " + std::to_string(count));
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
     cudaGetLastError();
@@ -172,8 +173,8 @@ Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void*
   CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::Reduce", "dst", dst, count));
   CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::Reduce", "a", a, count));
   CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::Reduce", "b", b, count));
-  const bool vector = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(a) |
-                        reinterpret_cast<uintptr_t>(b)) & 15u) == 0;
+  const bool vector =
+      ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15u) == 0;
   auto s = static_cast<cudaStream_t>(stream);
   VisitDataType(dtype, [&](auto tag) {
     using S = decltype(tag);
@@ -181,14 +182,13 @@ Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void*
       using Op = decltype(fn);
       const size_t work = vector ? count / Vec<S>::kLanes + 1 : count;
       Reduce2Kernel<S, Op><<<Blocks(work), kThreads, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(a),
-                                                               static_cast<const S*>(b), count, vector);
+                                                             static_cast<const S*>(b), count, vector);
     });
   });
   return Launched("reduce", dtype, count);
 }
 
-Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count,
-               void* stream) {
+Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count, void* stream) {
   if (n < 1 || n > kMaxInputs) {
     return InvalidArgument("cuda::ReduceN: " + std::to_string(n) + " inputs (1.." + std::to_string(kMaxInputs) + ")");
   }

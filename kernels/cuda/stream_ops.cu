@@ -1,12 +1,12 @@
-#include "kernels/cuda/stream_ops.h"
-
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <string>
 #include <thread>
 
 #include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/stream_ops.h"
 
 namespace chorus::kernels::cuda {
 namespace {
@@ -26,15 +26,19 @@ Status PollUntil(Query query, Deadline deadline, const std::string& what) {
   }
 }
 
-// Returns once *counter >= seq, or after timeout_ns of the GPU's global timer.
-__global__ void GateKernel(const volatile unsigned long long* counter, unsigned long long seq,
-                           unsigned long long timeout_ns) {
+// Returns once words[0] >= seq, or after timeout_ns of the GPU's global timer; then
+// raises words[1] to seq, so that the host learns the stream went on without it.
+__global__ void GateKernel(volatile unsigned long long* words, unsigned long long seq, unsigned long long timeout_ns) {
   unsigned long long start;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  while (*counter < seq) {
+  while (words[0] < seq) {
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start > timeout_ns) return;
+    if (now - start > timeout_ns) {
+      if (words[1] < seq) words[1] = seq;
+      __threadfence_system();
+      return;
+    }
     __nanosleep(1000);
   }
 }
@@ -43,9 +47,12 @@ __global__ void GateKernel(const volatile unsigned long long* counter, unsigned 
 
 const char* MemoryKindName(MemoryKind k) {
   switch (k) {
-    case MemoryKind::kHost: return "host";
-    case MemoryKind::kDevice: return "device";
-    case MemoryKind::kManaged: return "managed";
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kDevice:
+      return "device";
+    case MemoryKind::kManaged:
+      return "managed";
   }
   return "?";
 }
@@ -58,9 +65,12 @@ MemoryKind PointerKind(const void* ptr) {
     return MemoryKind::kHost;
   }
   switch (a.type) {
-    case cudaMemoryTypeDevice: return MemoryKind::kDevice;
-    case cudaMemoryTypeManaged: return MemoryKind::kManaged;
-    default: return MemoryKind::kHost;
+    case cudaMemoryTypeDevice:
+      return MemoryKind::kDevice;
+    case cudaMemoryTypeManaged:
+      return MemoryKind::kManaged;
+    default:
+      return MemoryKind::kHost;
   }
 }
 
@@ -84,8 +94,8 @@ Result<StreamMark> StreamMark::Record(void* stream) {
   cudaEvent_t e = nullptr;
   CHORUS_RETURN_IF_ERROR(CudaError("cudaEventCreateWithFlags", cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
   m.event_ = e;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventRecord on the caller's stream",
-                                   cudaEventRecord(e, static_cast<cudaStream_t>(stream))));
+  CHORUS_RETURN_IF_ERROR(
+      CudaError("cudaEventRecord on the caller's stream", cudaEventRecord(e, static_cast<cudaStream_t>(stream))));
   return std::move(m);
 }
 
@@ -98,6 +108,49 @@ Status StreamMark::Wait(Deadline deadline, const char* what) const {
   return PollUntil([e] { return cudaEventQuery(e); }, deadline, what);
 }
 
+Result<int> DeviceOf(const void* ptr) {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  cudaPointerAttributes a{};
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaPointerGetAttributes", cudaPointerGetAttributes(&a, ptr)));
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) {
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "%p", ptr);
+    return InvalidArgument(std::string(addr) + " is not device memory");
+  }
+  return a.device;
+}
+
+Result<int> CurrentDeviceIndex() {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  int d = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDevice", cudaGetDevice(&d)));
+  return d;
+}
+
+bool IsCapturing(void* stream) {
+  if (!DeviceStatus().ok()) return false;
+  cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &s) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return s != cudaStreamCaptureStatusNone;
+}
+
+Result<DeviceGuard> DeviceGuard::Set(int device) {
+  Result<int> cur = CurrentDeviceIndex();
+  if (!cur.ok()) return cur.status();
+  DeviceGuard g;
+  if (cur.value() == device) return std::move(g);
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaSetDevice(" + std::to_string(device) + ")", cudaSetDevice(device)));
+  g.previous_ = cur.value();
+  return std::move(g);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
 bool StreamMark::Reached() const {
   return event_ == nullptr || cudaEventQuery(static_cast<cudaEvent_t>(event_)) != cudaErrorNotReady;
 }
@@ -106,29 +159,56 @@ Result<StreamGate> StreamGate::Create() {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
   StreamGate g;
   void* p = nullptr;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaHostAlloc of the stream gate counter",
-                                   cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable)));
-  g.counter_ = static_cast<volatile unsigned long long*>(p);
-  *g.counter_ = 0;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaHostGetDevicePointer of the stream gate counter",
-                                   cudaHostGetDevicePointer(&g.device_counter_, p, 0)));
+  CHORUS_RETURN_IF_ERROR(
+      CudaError("cudaHostAlloc of the stream gate's words",
+                cudaHostAlloc(&p, 2 * sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable)));
+  g.words_ = static_cast<volatile unsigned long long*>(p);
+  g.words_[0] = 0;
+  g.words_[1] = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaHostGetDevicePointer of the stream gate's words",
+                                   cudaHostGetDevicePointer(&g.device_words_, p, 0)));
+  cudaEvent_t e = nullptr;
+  CHORUS_RETURN_IF_ERROR(
+      CudaError("cudaEventCreateWithFlags (stream gate)", cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
+  g.last_ = e;
   return std::move(g);
 }
 
 StreamGate::~StreamGate() {
-  if (counter_) cudaFreeHost(const_cast<unsigned long long*>(counter_));
+  if (words_ == nullptr) return;
+  __atomic_store_n(const_cast<unsigned long long*>(&words_[0]), ~0ull, __ATOMIC_RELEASE);  // every gate opens
+  if (last_ != nullptr) {
+    // The last gate held (and, on its stream, everything before it) is done before the
+    // words go; bounded: a stream stuck on other work keeps them (a leak of 16 bytes).
+    const bool done = PollUntil([e = static_cast<cudaEvent_t>(last_)] { return cudaEventQuery(e); },
+                                Deadline::AfterMs(10000), "the last stream gate")
+                          .ok();
+    cudaEventDestroy(static_cast<cudaEvent_t>(last_));
+    if (!done) return;
+  }
+  cudaFreeHost(const_cast<unsigned long long*>(words_));
 }
 
 Status StreamGate::Hold(void* stream, uint64_t seq, int64_t timeout_ms) const {
-  const unsigned long long timeout_ns = static_cast<unsigned long long>(timeout_ms) * 1000000ull;
-  GateKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const volatile unsigned long long*>(device_counter_), seq, timeout_ns);
-  return CudaError("launching the stream gate kernel", cudaGetLastError());
+  unsigned long long timeout_ns = static_cast<unsigned long long>(timeout_ms) * 1000000ull;
+  unsigned long long s = seq;
+  void* words = device_words_;
+  void* args[] = {&words, &s, &timeout_ns};
+  auto st = static_cast<cudaStream_t>(stream);
+  // cudaLaunchKernel reports this launch's own error (not one left over on the thread).
+  CHORUS_RETURN_IF_ERROR(
+      CudaError("launching the stream gate kernel",
+                cudaLaunchKernel(reinterpret_cast<const void*>(&GateKernel), dim3(1), dim3(1), args, 0, st)));
+  return CudaError("cudaEventRecord after the stream gate", cudaEventRecord(static_cast<cudaEvent_t>(last_), st));
 }
 
 void StreamGate::Open(uint64_t seq) const {
   // Everything this thread wrote before (the copies' waits returned) happens before.
-  __atomic_store_n(const_cast<unsigned long long*>(counter_), static_cast<unsigned long long>(seq), __ATOMIC_RELEASE);
+  __atomic_store_n(const_cast<unsigned long long*>(&words_[0]), static_cast<unsigned long long>(seq), __ATOMIC_RELEASE);
+}
+
+bool StreamGate::Expired(uint64_t seq) const {
+  return __atomic_load_n(const_cast<unsigned long long*>(&words_[1]), __ATOMIC_ACQUIRE) >= seq;
 }
 
 Result<CopyStream> CopyStream::Create() {
@@ -143,7 +223,8 @@ Status CopyStream::Copy(void* dst, const void* src, size_t bytes, Deadline deadl
   if (bytes == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream_.get());
   const std::string what = "staging copy of " + std::to_string(bytes) + " bytes";
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaMemcpyAsync (" + what + ")", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)));
+  CHORUS_RETURN_IF_ERROR(
+      CudaError("cudaMemcpyAsync (" + what + ")", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)));
   return PollUntil([s] { return cudaStreamQuery(s); }, deadline, what);
 }
 

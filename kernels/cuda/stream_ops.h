@@ -31,6 +31,26 @@ const char* MemoryKindName(MemoryKind k);
 // Where `ptr` lives. Without a usable CUDA device (DeviceStatus() not OK) every pointer
 // is host memory, and this costs nothing after the first call.
 MemoryKind PointerKind(const void* ptr);
+// The device a device buffer is on; the calling thread's current device.
+Result<int> DeviceOf(const void* ptr);
+Result<int> CurrentDeviceIndex();
+// Whether `stream` is being captured into a CUDA graph.
+bool IsCapturing(void* stream);
+
+// Makes a device current on this thread until destroyed, then restores the previous one.
+class DeviceGuard {
+ public:
+  DeviceGuard() = default;
+  static Result<DeviceGuard> Set(int device);
+  ~DeviceGuard();
+  DeviceGuard(DeviceGuard&& o) noexcept : previous_(std::exchange(o.previous_, -1)) {}
+  DeviceGuard& operator=(DeviceGuard&&) = delete;
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
 
 // cudaMallocHost'd memory (page-locked: the copies run at full speed, asynchronously).
 class PinnedBuffer {
@@ -79,28 +99,38 @@ class StreamMark {
 // Holds streams behind a counter in pinned, device-mapped host memory: Hold(stream, seq)
 // enqueues a one-thread kernel that returns once the counter reaches seq; Open(seq)
 // sets the counter. Seqs are opened in increasing order. The kernel gives up by itself
-// after its timeout, so a stream is never held forever, whatever happens to the host.
+// after its timeout, so a stream is never held forever, whatever happens to the host;
+// a gate that gave up says so (Expired), so the call it held fails instead of letting
+// the stream run on over outputs that were never written. Destruction opens every
+// gate and waits (bounded) for the last one held before freeing the words they read.
 class StreamGate {
  public:
   StreamGate() = default;
   static Result<StreamGate> Create();
   ~StreamGate();
   StreamGate(StreamGate&& o) noexcept
-      : counter_(std::exchange(o.counter_, nullptr)), device_counter_(std::exchange(o.device_counter_, nullptr)) {}
+      : words_(std::exchange(o.words_, nullptr)),
+        device_words_(std::exchange(o.device_words_, nullptr)),
+        last_(std::exchange(o.last_, nullptr)) {}
   StreamGate& operator=(StreamGate&& o) noexcept {
-    std::swap(counter_, o.counter_);
-    std::swap(device_counter_, o.device_counter_);
+    std::swap(words_, o.words_);
+    std::swap(device_words_, o.device_words_);
+    std::swap(last_, o.last_);
     return *this;
   }
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
 
+  // Not thread-safe: one caller at a time (DeviceCalls holds its lock).
   Status Hold(void* stream, uint64_t seq, int64_t timeout_ms) const;
   void Open(uint64_t seq) const;
+  // Whether the gate of `seq` (or a later one) gave up before it was opened.
+  bool Expired(uint64_t seq) const;
 
  private:
-  volatile unsigned long long* counter_ = nullptr;  // the host's view
-  void* device_counter_ = nullptr;                  // the same word, as the gate kernel reads it
+  volatile unsigned long long* words_ = nullptr;  // [0] the counter, [1] the highest seq that gave up
+  void* device_words_ = nullptr;                  // the same words, as the gate kernel sees them
+  void* last_ = nullptr;                          // event recorded after the last gate held
 };
 
 // A private non-blocking stream for staging copies; each copy waits for its end.

@@ -114,6 +114,8 @@ std::vector<std::vector<std::string>> DataRows(const std::string& output) {
     std::vector<std::string> row;
     std::string f;
     while (fields >> f) row.push_back(f);
+    // A data row starts with its size; anything else is a library's chatter.
+    if (row.empty() || row[0].find_first_not_of("0123456789") != std::string::npos) continue;
     rows.push_back(row);
   }
   return rows;

@@ -1,83 +1,119 @@
 #!/usr/bin/env bash
 # The whole GPU check, in one call on the lent GPU machine (binaries built here by
-# tools/gpu/stage.sh and carried in .gpu_bin/): the GPU tests, compute-sanitizer memcheck
-# over them, the kernel benchmark (vs device-to-device copy, #wrong checked), and
-# chorus_perf on device buffers: chorus (staged over TCP) and NCCL (two ranks on the one
-# GPU, each with its own NCCL_HOSTID, so NCCL uses its socket transport between them),
-# side by side. Writes everything under $OUT (or ./gpu_check_out) and prints a summary;
-# exit != 0 on failure. Not yet part of it: the CUDA IPC transport (issue 4).
+# tools/gpu/stage.sh and carried in .gpu_bin/, 600 s at most):
+#   carry [".gpu_bin"], command "tools/gpu/gpu_check.sh"
+# In this order, each step under its own time limit, so that a hang costs one step:
+#   1. the GPU tests: kernels vs the CPU, every collective on device buffers (CUDA IPC
+#      and staged over TCP, 2 and 3 ranks on the one GPU), stream order, misuse; the
+#      device backends of chorus_perf
+#   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked)
+#   3. chorus_perf all_reduce on device buffers, two ranks on the one GPU, side by side:
+#        chorus_ipc   chorus through CUDA IPC (the default for ranks on one host)
+#        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
+#        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
+#        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
+#      and the three bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at
+#      64-256 MiB; chorus_ipc >= 80% of the HBM limit (5 S bytes read+written per S-byte
+#      all_reduce of two ranks, at the copy bandwidth)
+#   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
+#      what time is left
+# What comes back (at most 8 files): $OUT/summary.txt (this output), $OUT/tables.txt
+# (benchmark, side-by-side tables, bars), $OUT/logs.tgz (every log and test XML).
+# Exit != 0 when a test or a run fails (the bars are reported, not enforced).
 # NCCL: $CHORUS_PERF_NCCL_LIB, else the one PyTorch ships (nvidia.nccl), else ldconfig's.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu_check_out}
 mkdir -p "$out"
+exec > >(tee "$out/summary.txt") 2>&1
+tee_pid=$!
 bin=.gpu_bin
-[ -d "$bin" ] || { echo "gpu_check.sh: $bin/ missing: run tools/gpu/stage.sh here and carry .gpu_bin" >&2; exit 2; }
+[ -d "$bin" ] || { echo "gpu_check.sh: $bin/ missing: run tools/gpu/stage.sh here and carry .gpu_bin"; exit 2; }
+work=$(mktemp -d)   # logs; packed into $OUT/logs.tgz at the end
+tmp=$(mktemp -d)    # the tests' file:// rendezvous (TEST_TMPDIR), not worth bringing back
+tables="$work/tables.txt"
+start=$SECONDS
 fail=0
 # gloo and Open MPI for chorus_perf (carried by stage.sh), for its runs only.
 libs="$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# No RDMA on the GPU machine: keep the libraries from looking (and from printing about it).
+export CHORUS_TRANSPORT=tcp NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+
+finish() {
+  cp "$tables" "$out/tables.txt" 2>/dev/null
+  tar -czf "$out/logs.tgz" -C "$work" . 2>/dev/null
+  echo "== result: $([ $fail -eq 0 ] && echo PASS || echo FAIL) after $((SECONDS - start)) s (files in $out)"
+  rm -rf "$tmp"
+  exec >&- 2>&-
+  wait "$tee_pid" 2>/dev/null
+  exit $fail
+}
+left() { echo $((570 - (SECONDS - start))); }  # seconds left of the call, with a margin
+cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }  # a step's limit, within what is left
+
+# gtest NAME SECONDS [ENV...]: runs a carried test binary, prints its verdicts and, where
+# it failed, the first failure lines.
+gtest() {
+  local name=$1 limit
+  limit=$(cap "$2")
+  shift 2
+  if [ "$limit" -lt 20 ]; then echo "$name: skipped, no time left"; fail=1; return; fi
+  env "$@" TEST_TMPDIR="$tmp" timeout "$limit" "$bin/$name" --gtest_output="xml:$work/$name.xml" >"$work/$name.log" 2>&1
+  local rc=$?
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$work/$name.log"
+  if [ $rc -ne 0 ]; then
+    fail=1
+    [ $rc -eq 124 ] && echo "$name: stopped after $limit s"
+    grep -E 'Failure|error|FAILED|rank [0-9]+ (failed|exited)' "$work/$name.log" | head -n 25
+  fi
+}
+
 {
   echo "# $(date -u +%FT%TZ) $(hostname)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || echo "nvidia-smi failed"
-} | tee "$out/device.txt"
-
-echo "== tests"
-"$bin/cuda_reduce_test" --gtest_output="xml:$out/cuda_reduce_test.xml" >"$out/cuda_reduce_test.log" 2>&1 || fail=1
-grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/cuda_reduce_test.log"
-# Collectives and send/recv on device buffers, forked ranks over TCP on this GPU.
-# TEST_TMPDIR: where the ranks' file:// rendezvous lives (bazel sets it at home).
-mkdir -p "$out/tmp"
-TEST_TMPDIR="$out/tmp" "$bin/device_api_test" --gtest_output="xml:$out/device_api_test.xml" \
-  >"$out/device_api_test.log" 2>&1 || fail=1
-grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/device_api_test.log"
-
-# chorus_perf --device and --backend nccl (refusals, checked sweeps).
+} | tee "$work/device.txt"
 nccl_lib=${CHORUS_PERF_NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
 [ -n "$nccl_lib" ] && [ -e "$nccl_lib" ] || nccl_lib=$(ldconfig -p 2>/dev/null | awk '/libnccl.so.2 /{print $NF; exit}')
-echo "NCCL: ${nccl_lib:-not found}" | tee -a "$out/device.txt"
+echo "NCCL: ${nccl_lib:-not found}" | tee -a "$work/device.txt"
 export CHORUS_PERF_NCCL_LIB=${nccl_lib:-libnccl.so.2}
-LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin" TEST_TMPDIR="$out/tmp" "$bin/device_backends_test" --gtest_output="xml:$out/device_backends_test.xml" \
-  >"$out/device_backends_test.log" 2>&1 || fail=1
-grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/device_backends_test.log"
 
-echo "== compute-sanitizer memcheck"
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-if [ -x "$cs" ]; then
-  "$cs" --tool memcheck --leak-check full --error-exitcode 3 "$bin/cuda_reduce_test" \
-    --gtest_filter='*HostMemory*:*NInputs*' >"$out/memcheck.log" 2>&1 || fail=1
-  tail -n 3 "$out/memcheck.log"
-  # The staging path: gate kernel, event marks, copies, in every forked rank.
-  TEST_TMPDIR="$out/tmp" "$cs" --tool memcheck --target-processes all --error-exitcode 3 "$bin/device_api_test" \
-    --gtest_filter='*StreamOrder*:*SendRecv*:*Chained*' >"$out/memcheck_device_api.log" 2>&1 || fail=1
-  tail -n 3 "$out/memcheck_device_api.log"
-else
-  echo "compute-sanitizer not found" | tee "$out/memcheck.log"
-  fail=1
-fi
+echo "== 1. tests"
+gtest cuda_reduce_test 90
+gtest device_api_test 180
+gtest device_backends_test 90 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
 
-echo "== kernel benchmark"
-"$bin/cuda_reduce_bench" | tee "$out/kernel_bench.txt" || fail=1
-awk '!/^#/ && $7 != 0 { bad = 1 } END { exit bad }' "$out/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
+echo "== 2. kernel benchmark"
+timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }
+cat "$work/kernel_bench.txt" | tee -a "$tables"
+awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
 
-echo "== chorus_perf all_reduce, device buffers, 2 ranks on one GPU"
-perf_run() {  # perf_run NAME BACKEND REQUIRED VAR=VALUE...: two ranks with torchrun's variables
-  local name=$1 backend=$2 required=$3 port=$((29600 + RANDOM % 300)) r pids=() bad=0
+echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU"
+perf_run() {  # perf_run NAME BACKEND required|optional VAR=VALUE...: two ranks with torchrun's variables
+  local name=$1 backend=$2 required=$3 port=$((29600 + RANDOM % 300)) r pids=() bad=0 limit
   shift 3
+  limit=$(cap 90)
+  if [ "$limit" -lt 20 ]; then
+    echo "$name: skipped, no time left"
+    [ "$required" = required ] && fail=1
+    : >"$work/perf_$name.txt"
+    return
+  fi
   for r in 0 1; do
     env LD_LIBRARY_PATH="$libs" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "${@//@RANK@/$r}" timeout 300 "$bin/chorus/tools/perf/chorus_perf" --backend "$backend" --device \
-      all_reduce -b 64K -e 256M -f 4 -n 20 -w 5 >"$out/perf_$name.rank$r.log" 2>&1 &
+      "${@//@RANK@/$r}" timeout "$limit" "$bin/chorus/tools/perf/chorus_perf" --backend "$backend" --device \
+      all_reduce -b 64K -e 256M -f 4 -n 20 -w 5 >"$work/perf_$name.rank$r.log" 2>&1 &
     pids+=($!)
   done
   for r in 0 1; do wait "${pids[$r]}" || bad=1; done
-  cp "$out/perf_$name.rank0.log" "$out/perf_$name.txt"
-  grep -v '^$' "$out/perf_$name.txt" | tail -n 12
+  cp "$work/perf_$name.rank0.log" "$work/perf_$name.txt"
+  grep -v '^$' "$work/perf_$name.txt" | tail -n 12
   if [ $bad -ne 0 ]; then
-    echo "$name: a rank failed (logs: $out/perf_$name.rank*.log)"
+    echo "$name: a rank failed (logs: perf_$name.rank*.log in logs.tgz)"
+    tail -n 5 "$work/perf_$name.rank1.log"
     [ "$required" = required ] && fail=1
-    : >"$out/perf_$name.txt"
+    : >"$work/perf_$name.txt"
   else
-    awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != 0 || $13 != 0) { bad = 1 } END { exit bad }' "$out/perf_$name.txt" ||
+    awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != 0 || $13 != 0) { bad = 1 } END { exit bad }' "$work/perf_$name.txt" ||
       { echo "$name: #wrong != 0"; fail=1; }
   fi
 }
@@ -85,29 +121,56 @@ perf_run chorus_ipc chorus required
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
 perf_run nccl_socket nccl required NCCL_HOSTID=chorus_gpu_check_@RANK@
 perf_run nccl_shared nccl optional NCCL_MULTI_RANK_GPU_ENABLE=1
-grep -h 'device-buffer calls' "$out"/perf_chorus_*.rank0.log
-busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8}' "$out/perf_$1.txt" | sort; }  # size, out-of-place busbw
+grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
+grep -q 'through CUDA IPC, 0 staged' "$work/perf_chorus_ipc.rank0.log" ||
+  { echo "chorus_ipc: not every call went through CUDA IPC (see its footer)"; fail=1; }
+busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8}' "$work/perf_$1.txt" | sort; }  # size, out-of-place busbw
 side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   join <(busbw "$1") <(busbw "$2") | sort -n |
     awk -v a="$1" -v b="$2" 'BEGIN {printf "# %10s %12s %12s %8s\n", "size", a, b, a "/" b}
       {printf "%12d %12s %12s %8.2f\n", $1, $2, $3, ($3 > 0 ? $2 / $3 : 0)}'
 }
-side_by_side chorus_tcp nccl_socket | tee "$out/perf_chorus_tcp_vs_nccl_socket.txt"
-side_by_side chorus_ipc nccl_socket | tee "$out/perf_chorus_ipc_vs_nccl_socket.txt"
-[ -s "$out/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared | tee "$out/perf_chorus_ipc_vs_nccl_shared.txt"
+{
+  side_by_side chorus_tcp nccl_socket | tee "$work/tcp_vs_nccl.txt"
+  side_by_side chorus_ipc nccl_socket
+  [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
+} | tee -a "$tables"
 
 echo "== bars"
 median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
 {
-  ratio=$(awk '!/^#/ && $3 == 268435456 {print $6}' "$out/kernel_bench.txt" | median)
-  copy=$(awk '!/^#/ && $3 == 268435456 {print $5}' "$out/kernel_bench.txt" | median)
+  ratio=$(awk '!/^#/ && $3 == 268435456 {print $6}' "$work/kernel_bench.txt" | median)
+  copy=$(awk '!/^#/ && $3 == 268435456 {print $5}' "$work/kernel_bench.txt" | median)
   echo "kernel: reduce/copy at 256 MiB, median over dtypes: ${ratio:-?} (bar >= 0.9)"
-  awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_socket at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$out/perf_chorus_tcp_vs_nccl_socket.txt"
+  awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_socket at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$work/tcp_vs_nccl.txt"
   # Two ranks, S bytes each: phase 1 reads 2 x S/2 and writes S/2 per rank, phase 2
   # copies S/2 per rank (read + write): 5 S bytes of HBM traffic; busbw = S / t.
   busbw chorus_ipc | sort -n | awk -v copy="${copy:-0}" '$1 >= 67108864 && copy > 0 {lim = copy / 5;
     printf "chorus_ipc at %d: busbw %s GB/s, HBM limit %.1f GB/s (copy %s GB/s / 5): %.0f%% (bar >= 80%%)\n", $1, $2, lim, copy, 100 * $2 / lim}'
-} | tee "$out/bars.txt"
+} | tee -a "$tables"
 
-echo "== result: $([ $fail -eq 0 ] && echo PASS || echo FAIL) (files in $out)"
-exit $fail
+echo "== 4. compute-sanitizer memcheck ($(left) s left)"
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ ! -x "$cs" ]; then
+  echo "compute-sanitizer not found"
+  fail=1
+else
+  # API errors chorus expects and handles (a pointer CUDA does not know, a declined
+  # mapping) are not memory errors: only those fail the check.
+  memcheck() {  # memcheck NAME FILTER [sanitizer options]
+    local name=$1 filter=$2 limit
+    shift 2
+    limit=$(left)
+    [ "$limit" -gt 150 ] && limit=150
+    if [ "$limit" -lt 30 ]; then echo "memcheck $name: skipped, no time left"; return; fi
+    TEST_TMPDIR="$tmp" timeout "$limit" "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 "$@" \
+      "$bin/$name" --gtest_filter="$filter" >"$work/memcheck_$name.log" 2>&1
+    local rc=$?
+    tail -n 3 "$work/memcheck_$name.log"
+    if [ $rc -eq 124 ]; then echo "memcheck $name: stopped after $limit s (not a finding)";
+    elif [ $rc -ne 0 ]; then fail=1; grep -E '=========.*(Invalid|Error|error)' "$work/memcheck_$name.log" | head -n 15; fi
+  }
+  memcheck cuda_reduce_test '*HostMemory*:*NInputs*' --leak-check full
+  memcheck device_api_test '*StreamOrder*:*Chained*:*SendRecv*' --target-processes all
+fi
+finish

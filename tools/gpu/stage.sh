@@ -20,4 +20,11 @@ cp "$bin/tools/perf/chorus_perf" .gpu_bin/chorus/tools/perf/
 ldd .gpu_bin/chorus/tools/perf/chorus_perf .gpu_bin/device_backends_test | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
   grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libudev|ld-linux[^/]*)\.so' | sort -u |
   while read -r lib; do cp -L "$lib" .gpu_bin/lib/; done
+# Nothing may be missing there (a Bazel test linked against its _solib_ tree would not start).
+missing=$(ldd .gpu_bin/* .gpu_bin/chorus/tools/perf/chorus_perf 2>/dev/null | grep -B20 'not found' | grep -E '^\S|not found' || true)
+if echo "$missing" | grep -q 'not found'; then
+  echo "stage.sh: libraries not found (link these targets statically):" >&2
+  echo "$missing" >&2
+  exit 1
+fi
 du -sh .gpu_bin | awk '{print "stage.sh: .gpu_bin ready (" $1 "): carry it to the device and run tools/gpu/gpu_check.sh"}'

@@ -7,6 +7,8 @@
 
 #include "chorus/communicator.h"
 #include "chorus/config.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/stream_ops.h"
 
 namespace chorus {
 namespace perf {
@@ -47,14 +49,15 @@ class ChorusBackend : public Backend {
     Options options;
     // An IPv6 literal needs brackets in the URL.
     const bool v6 = o.master_addr.find(':') != std::string::npos && o.master_addr.front() != '[';
-    options.init_method = "tcp://" + (v6 ? "[" + o.master_addr + "]" : o.master_addr) + ":" +
-                          std::to_string(o.master_port);
+    options.init_method =
+        "tcp://" + (v6 ? "[" + o.master_addr + "]" : o.master_addr) + ":" + std::to_string(o.master_port);
     options.rank = o.rank;
     options.world_size = o.world_size;
     options.config = config;
     Result<std::unique_ptr<Communicator>> comm = Communicator::Create(options);
     if (!comm.ok()) {
-      if (!o.algo.empty()) return comm.status().WithContext("chorus_perf --algo '" + o.algo + "' is set as CHORUS_ALGO");
+      if (!o.algo.empty())
+        return comm.status().WithContext("chorus_perf --algo '" + o.algo + "' is set as CHORUS_ALGO");
       return comm.status();
     }
     comm_ = std::move(comm.value());
@@ -73,8 +76,9 @@ class ChorusBackend : public Backend {
     if (!comm_) return "";
     const TrafficCounters c = comm_->Counters();
     char text[256];
-    int len = std::snprintf(text, sizeof(text), "rank %d: %llu messages (%.1f MiB) arrived before their receive was posted",
-                            comm_->rank(), static_cast<unsigned long long>(c.early_messages), c.early_bytes / 1048576.0);
+    int len =
+        std::snprintf(text, sizeof(text), "rank %d: %llu messages (%.1f MiB) arrived before their receive was posted",
+                      comm_->rank(), static_cast<unsigned long long>(c.early_messages), c.early_bytes / 1048576.0);
     if (c.device_calls_ipc + c.device_calls_staged > 0 && len > 0 && len < static_cast<int>(sizeof(text))) {
       std::snprintf(text + len, sizeof(text) - len, "; device-buffer calls: %llu through CUDA IPC, %llu staged",
                     static_cast<unsigned long long>(c.device_calls_ipc),
@@ -93,7 +97,15 @@ class ChorusBackend : public Backend {
 
   Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     CHORUS_RETURN_IF_ERROR(Ready());
-    if (comm_->rank() == root && send != recv) std::memcpy(recv, send, count * DataTypeSize(dtype));
+    if (comm_->rank() == root && send != recv) {
+      const size_t bytes = count * DataTypeSize(dtype);
+      if (kernels::cuda::PointerKind(recv) == kernels::cuda::MemoryKind::kDevice) {  // --device
+        CHORUS_RETURN_IF_ERROR(kernels::cuda::CopyDeviceToDevice(recv, send, bytes, nullptr));
+        CHORUS_RETURN_IF_ERROR(kernels::cuda::Synchronize(nullptr));
+      } else {
+        std::memcpy(recv, send, bytes);
+      }
+    }
     return comm_->Broadcast(recv, count, dtype, root);
   }
 
@@ -117,10 +129,13 @@ class ChorusBackend : public Backend {
     return comm_->AllToAll(send, recv, count, dtype);
   }
 
-  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count,
-                  DataType dtype) override {
+  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DataType dtype) override {
     CHORUS_RETURN_IF_ERROR(Ready());
     const size_t bytes = count * DataTypeSize(dtype);
+    if (kernels::cuda::PointerKind(send) == kernels::cuda::MemoryKind::kDevice) {
+      return Unavailable(
+          "sendrecv on device buffers: this backend exchanges with ISend/IRecv, which take host buffers");
+    }
     const void* src = send;
     if (Overlaps(send, recv, bytes)) {
       if (scratch_.size() < bytes) scratch_.resize(bytes);

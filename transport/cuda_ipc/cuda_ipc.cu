@@ -72,58 +72,16 @@ AddressRangeFn AddressRange() {
 
 }  // namespace
 
-Result<int> CurrentDeviceIndex() {
-  CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
-  int d = 0;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaGetDevice", cudaGetDevice(&d)));
-  return d;
-}
-
 Result<DeviceUuid> CurrentDevice() {
-  Result<int> d = CurrentDeviceIndex();
+  Result<int> d = kernels::cuda::CurrentDeviceIndex();
   if (!d.ok()) return d.status();
   return UuidOf(d.value());
 }
 
-Result<int> DeviceOf(const void* ptr) {
-  CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
-  cudaPointerAttributes a{};
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaPointerGetAttributes", cudaPointerGetAttributes(&a, ptr)));
-  if (a.type != cudaMemoryTypeDevice) {
-    char addr[32];
-    std::snprintf(addr, sizeof(addr), "%p", ptr);
-    return Status(StatusCode::kInvalidArgument, std::string(addr) + " is not device memory");
-  }
-  return a.device;
-}
-
-bool IsCapturing(void* stream) {
-  cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &s) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return s != cudaStreamCaptureStatusNone;
-}
-
 Status SynchronizeDevice(int device) {
-  Result<DeviceGuard> g = DeviceGuard::Set(device);
+  Result<kernels::cuda::DeviceGuard> g = kernels::cuda::DeviceGuard::Set(device);
   if (!g.ok()) return g.status();
   return CudaError("cudaDeviceSynchronize(" + std::to_string(device) + ")", cudaDeviceSynchronize());
-}
-
-Result<DeviceGuard> DeviceGuard::Set(int device) {
-  Result<int> cur = CurrentDeviceIndex();
-  if (!cur.ok()) return cur.status();
-  DeviceGuard g;
-  if (cur.value() == device) return std::move(g);
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaSetDevice(" + std::to_string(device) + ")", cudaSetDevice(device)));
-  g.previous_ = cur.value();
-  return std::move(g);
-}
-
-DeviceGuard::~DeviceGuard() {
-  if (previous_ >= 0) cudaSetDevice(previous_);
 }
 
 bool Visible(const DeviceUuid& device) {
@@ -136,7 +94,7 @@ bool Visible(const DeviceUuid& device) {
 }
 
 Status CanReach(const DeviceUuid& device) {
-  Result<int> current = CurrentDeviceIndex();
+  Result<int> current = kernels::cuda::CurrentDeviceIndex();
   if (!current.ok()) return current.status();
   const int cur = current.value();
   const Result<std::vector<DeviceUuid>>& all = Uuids();

@@ -47,36 +47,17 @@ struct DeviceUuid {
   uint8_t bytes[16];
 };
 
-// The calling thread's current device: its index, and its UUID.
-Result<int> CurrentDeviceIndex();
+// The calling thread's current device, as its UUID (its index, the device a buffer is
+// on, DeviceGuard and IsCapturing: kernels/cuda/stream_ops.h).
 Result<DeviceUuid> CurrentDevice();
-// The device a device buffer is on.
-Result<int> DeviceOf(const void* ptr);
 // Whether `device` is visible to this process (CUDA_VISIBLE_DEVICES may hide it; CUDA
 // IPC can still map its memory where the GPUs have peer access).
 bool Visible(const DeviceUuid& device);
 // Whether the current device reaches memory of `device`: it is the same GPU, or a
 // visible one with peer access. The error says why not.
 Status CanReach(const DeviceUuid& device);
-// Whether `stream` is being captured into a CUDA graph (interprocess events cannot be).
-bool IsCapturing(void* stream);
 // Waits for everything on `device` (before its interprocess events and mappings go).
 Status SynchronizeDevice(int device);
-
-// Makes a device current on this thread until destroyed, then restores the previous one.
-class DeviceGuard {
- public:
-  DeviceGuard() = default;
-  static Result<DeviceGuard> Set(int device);
-  ~DeviceGuard();
-  DeviceGuard(DeviceGuard&& o) noexcept : previous_(std::exchange(o.previous_, -1)) {}
-  DeviceGuard& operator=(DeviceGuard&&) = delete;
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;  // -1: nothing to restore
-};
 
 // Exports the cudaMalloc'd allocation that holds `ptr` (memory from cudaMallocAsync
 // pools or cuMemCreate cannot be exported this way: the error says so).
