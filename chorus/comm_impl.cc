@@ -293,7 +293,7 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
     device_calls_staged_.fetch_add(1);
     executor_->Post(
         [this, run = std::move(run.value()), io] {
-          return device_->RunNow(io, run, Deadline::AfterMs(config_.timeout_ms));
+          return device_->RunNow(io, run, Deadline::AfterMs(config_.timeout_ms), /*on_executor=*/true);
         },
         state);
   }
@@ -303,7 +303,7 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
 Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& what,
                                  const std::function<Result<HostRun>(DeviceIo*)>& prepare) {
   Status st = CheckStreamIo(io, what);
-  if (st.ok()) st = device_->Ready().WithContext(what);
+  if (st.ok()) st = device_->Ready(io).WithContext(what);
   if (!st.ok()) return Work::Failed(st);
   Result<HostRun> run = prepare(&io);
   if (!run.ok()) return Work::Failed(run.status());

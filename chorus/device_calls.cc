@@ -30,6 +30,7 @@ std::string Where(const char* name, const void* p, cuda::MemoryKind k) {
 Status Reserve(cuda::PinnedBuffer& b, size_t bytes, std::vector<cuda::PinnedBuffer>& retired) {
   if (b.bytes() >= bytes) return Status::Ok();
   Result<cuda::PinnedBuffer> n = cuda::PinnedBuffer::Allocate(std::max(bytes, 2 * b.bytes()));
+  if (!n.ok() && bytes < 2 * b.bytes()) n = cuda::PinnedBuffer::Allocate(bytes);  // room for this call only
   if (!n.ok()) return n.status();
   if (b.bytes() > 0) retired.push_back(std::move(b));
   b = std::move(n.value());
@@ -148,18 +149,28 @@ Result<DeviceCalls::HostBuffers> DeviceCalls::Staging::Reserve(const DeviceIo& i
 }
 
 struct DeviceCalls::Resources {
-  cuda::StreamGate gate;
-  Staging executor;  // used by the executor's thread only (one task at a time)
+  int device = 0;    // where the streams, events and gate were made: every call's buffers are there
+  Staging executor;  // used by the executor's thread only (one task at a time), grown under mu_
   Staging caller;    // used under caller_mu_ by RunNow
+  // Last, so destroyed first: it opens every gate before the staging's pinned memory goes.
+  cuda::StreamGate gate;
 };
 
 DeviceCalls::DeviceCalls() = default;
 DeviceCalls::~DeviceCalls() = default;
 
-Status DeviceCalls::Init() {
-  if (res_) return Status::Ok();
+Status DeviceCalls::Init(int device) {
+  if (res_) {
+    if (res_->device == device) return Status::Ok();
+    return InvalidArgument("buffers on CUDA device " + std::to_string(device) +
+                           ", but this communicator's device buffers are on device " + std::to_string(res_->device) +
+                           " (one device per communicator)");
+  }
   if (!init_error_.ok()) return init_error_;
+  Result<cuda::DeviceGuard> on_device = cuda::DeviceGuard::Set(device);
+  if (!on_device.ok()) return on_device.status();
   auto res = std::make_unique<Resources>();
+  res->device = device;
   Result<cuda::StreamGate> gate = cuda::StreamGate::Create();
   Result<cuda::CopyStream> c1 = cuda::CopyStream::Create();
   Result<cuda::CopyStream> c2 = cuda::CopyStream::Create();
@@ -208,14 +219,16 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
     broken(why);
     return Work::Failed(why);
   };
-  Status st = Init();
-  if (!st.ok()) return fail(st);
   if (cuda::IsCapturing(stream)) {
     return fail(InvalidArgument("the stream is being captured into a CUDA graph; chorus's calls cannot be captured"));
   }
-  // The task runs on the buffers' device (the executor's thread has no current device of its own).
+  // Everything runs on the buffers' device (the executor's thread has no current device of its own).
   Result<int> device = DeviceOfIo(io);
   if (!device.ok()) return fail(device.status());
+  Result<cuda::DeviceGuard> on_device = cuda::DeviceGuard::Set(device.value());
+  if (!on_device.ok()) return fail(on_device.status());
+  Status st = Init(device.value());
+  if (!st.ok()) return fail(st);
   // The pinned stand-ins are made here, not in the task: growing them there could wait
   // for the device, gates included (see Reserve).
   Result<HostBuffers> host = res_->executor.Reserve(io);
@@ -226,7 +239,7 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
   // The gate kernel gives up by itself after a little more than the task's timeout, so
   // a stream is never held for ever; if it gives up first, the task fails (Expired).
   st = res_->gate.Hold(stream, seq, timeout_ms + 10000);
-  if (!st.ok()) return fail(st);  // nothing waits for seq: the next call takes it
+  if (!st.ok()) return fail(st);  // nothing was enqueued: the next call takes seq
   next_seq_ = seq;
   auto state = std::make_shared<TaskState>(std::chrono::milliseconds(timeout_ms));
   Resources* res = res_.get();
@@ -252,20 +265,34 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
   return Work(state);
 }
 
-Status DeviceCalls::Ready() {
+Status DeviceCalls::Ready(const DeviceIo& io) {
+  Result<int> device = DeviceOfIo(io);
+  if (!device.ok()) return device.status();
   std::lock_guard<std::mutex> lock(mu_);
-  return Init();
+  return Init(device.value());
 }
 
-Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline) {
-  CHORUS_RETURN_IF_ERROR(Ready());
-  std::lock_guard<std::mutex> lock(caller_mu_);
+Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline, bool on_executor) {
   // On the buffers' device (the calling thread may be the executor's, with none of its own).
   Result<int> device = DeviceOfIo(io);
   if (!device.ok()) return device.status();
   Result<cuda::DeviceGuard> on_device = cuda::DeviceGuard::Set(device.value());
   if (!on_device.ok()) return on_device.status();
-  Result<HostBuffers> host = res_->caller.Reserve(io);
+  Result<HostBuffers> host = HostBuffers{};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CHORUS_RETURN_IF_ERROR(Init(device.value()));
+    // The executor's own set (its tasks run one at a time, and stream-form calls grow it
+    // under mu_ only): a queued host-form call never waits for the callers' set, whose
+    // holder may be waiting for this very call on a peer.
+    if (on_executor) host = res_->executor.Reserve(io);
+  }
+  if (on_executor) {
+    if (!host.ok()) return host.status();
+    return Stage(res_->executor, io, host.value(), run, deadline);
+  }
+  std::lock_guard<std::mutex> lock(caller_mu_);
+  host = res_->caller.Reserve(io);
   if (!host.ok()) return host.status();
   return Stage(res_->caller, io, host.value(), run, deadline);
 }

@@ -86,10 +86,12 @@ class DeviceCalls {
   // is called with the reason (the communicator aborts: its peers wait for the call).
   Work Enqueue(void* stream, const DeviceIo& io, HostRun run, Executor& executor, int64_t timeout_ms,
                std::string what, const std::function<void(const Status&)>& broken);
-  // Sets up the CUDA resources (once); the error says why they cannot be.
-  Status Ready();
-  // The host form with device buffers, on the calling thread.
-  Status RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline);
+  // Sets up the CUDA resources (once, on the device of the call's buffers); the error
+  // says why they cannot be.
+  Status Ready(const DeviceIo& io);
+  // The host form with device buffers, on the calling thread; `on_executor` where that
+  // is the executor's (a queued host-form call: it stages with the executor's set).
+  Status RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline, bool on_executor = false);
 
  private:
   struct Staging;  // two copy streams (to the host, back) and two pinned buffers, grown on demand
@@ -97,7 +99,7 @@ class DeviceCalls {
     char* send = nullptr;
     char* recv = nullptr;
   };
-  Status Init();  // the gate and both staging sets, on first use (res_ set once done)
+  Status Init(int device);  // the gate and both staging sets, on first use, on `device` (res_ set once done)
   static Status Stage(Staging& s, const DeviceIo& io, const HostBuffers& host, const HostRun& run, Deadline deadline);
 
   std::mutex mu_;         // Init, next_seq_, the gate

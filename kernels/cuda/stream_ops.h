@@ -124,11 +124,12 @@ class StreamGate {
   // Not thread-safe: one caller at a time (DeviceCalls holds its lock).
   Status Hold(void* stream, uint64_t seq, int64_t timeout_ms) const;
   void Open(uint64_t seq) const;
-  // Whether the gate of `seq` (or a later one) gave up before it was opened.
+  // Whether the gate of `seq` gave up before it was opened (its own slot of 64: exact
+  // while fewer than 64 later gates are held).
   bool Expired(uint64_t seq) const;
 
  private:
-  volatile unsigned long long* words_ = nullptr;  // [0] the counter, [1] the highest seq that gave up
+  volatile unsigned long long* words_ = nullptr;  // [0] the counter, [1 + seq % 64] seqs that gave up
   void* device_words_ = nullptr;                  // the same words, as the gate kernel sees them
   void* last_ = nullptr;                          // event recorded after the last gate held
 };
