@@ -117,7 +117,11 @@ Result<ExportedBuffer> Export(const void* ptr) {
   if (range == nullptr) {
     return Status(StatusCode::kUnavailable, "the driver has no cuMemGetAddressRange: cannot export device buffers");
   }
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaFree(0) (make the context current)", cudaFree(nullptr)));
+  // The driver call needs the device's primary context current on this thread:
+  // cudaSetDevice makes it so (and, unlike the cudaFree(0) idiom, never synchronises).
+  Result<int> device = kernels::cuda::CurrentDeviceIndex();
+  if (!device.ok()) return device.status();
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaSetDevice (make the context current)", cudaSetDevice(device.value())));
   CUdeviceptr base = 0;
   size_t size = 0;
   const auto p = reinterpret_cast<CUdeviceptr>(ptr);
