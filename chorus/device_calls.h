@@ -100,6 +100,9 @@ class DeviceCalls {
     char* recv = nullptr;
   };
   Status Init(int device);  // the gate and both staging sets, on first use, on `device` (res_ set once done)
+  // Frees the executor set's outgrown buffers that no task reads any more; on a posting
+  // thread (never the executor's), holding no lock.
+  void FreeRetired();
   static Status Stage(Staging& s, const DeviceIo& io, const HostBuffers& host, const HostRun& run, Deadline deadline);
 
   std::mutex mu_;         // Init, next_seq_, the gate
