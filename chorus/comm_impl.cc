@@ -139,6 +139,11 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
 CommunicatorImpl::~CommunicatorImpl() {
   Status st = Shutdown();
   if (!st.ok()) CHORUS_WARN(st.ToString());
+  // The staging streams, events and gate go on the device they were made on.
+  if (device_ && device_->device() >= 0) {
+    Result<kernels::cuda::DeviceGuard> on_device = kernels::cuda::DeviceGuard::Set(device_->device());
+    device_.reset();
+  }
 }
 
 std::string CommunicatorImpl::Describe() const {
@@ -440,6 +445,16 @@ Status CommunicatorImpl::Shutdown() {
     result = rendezvous::Barrier(*rdv_->client, prefix_ + "shutdown", rank_, size_, deadline);
   }
   transport_.reset();
+  {
+    // Every rank is past its calls: the CUDA IPC state goes, each on its own device
+    // (mappings and events belong to that device's context).
+    std::lock_guard<std::mutex> ipc_lock(ipc_mu_);
+    for (auto& [device, state] : ipc_) {
+      Result<kernels::cuda::DeviceGuard> on_device = kernels::cuda::DeviceGuard::Set(device);
+      state.reset();
+    }
+    ipc_.clear();
+  }
   if (connected_ && rdv_ && rdv_->client && result.ok()) {
     // The store's host must leave last: the others may still be reading the
     // barrier's answer. A failure here only means a rank left early: harmless.

@@ -298,6 +298,8 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
   return Work(state);
 }
 
+int DeviceCalls::device() const { return res_ ? res_->device : -1; }
+
 void DeviceCalls::FreeRetired() {
   std::vector<cuda::PinnedBuffer> free;
   {

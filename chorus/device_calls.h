@@ -89,6 +89,8 @@ class DeviceCalls {
   // Sets up the CUDA resources (once, on the device of the call's buffers); the error
   // says why they cannot be.
   Status Ready(const DeviceIo& io);
+  // The device the CUDA resources were made on (-1: none yet).
+  int device() const;
   // The host form with device buffers, on the calling thread; `on_executor` where that
   // is the executor's (a queued host-form call: it stages with the executor's set).
   Status RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline, bool on_executor = false);
