@@ -316,7 +316,8 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
   Status st = RunPhases(ctx, c, state, offers, send, recv, stream);
   // Whatever happened, what was enqueued reads the peers' buffers until this mark.
   Result<kcuda::StreamMark> end = kcuda::StreamMark::Record(stream);
-  state.mappings.EndCall(end.ok() ? std::make_shared<kcuda::StreamMark>(std::move(end.value())) : nullptr);
+  if (end.ok()) outcome.end = std::make_shared<kcuda::StreamMark>(std::move(end.value()));
+  state.mappings.EndCall(outcome.end);
   CHORUS_RETURN_IF_ERROR(st);
   CHORUS_RETURN_IF_ERROR(end.status());
   outcome.ran = true;

@@ -20,11 +20,13 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "algos/context.h"
 #include "algos/fingerprint.h"
 #include "chorus/types.h"
+#include "kernels/cuda/stream_ops.h"
 #include "transport/cuda_ipc/cuda_ipc.h"
 
 namespace chorus::algos {
@@ -58,6 +60,8 @@ struct IpcOutcome {
   bool ran = false;
   bool for_good = false;
   std::string why;
+  // Where it ran: a mark on the stream after the call's work (the Work waits for it).
+  std::shared_ptr<kernels::cuda::StreamMark> end;
 };
 
 // Runs `call` on `stream` (a cudaStream_t; null: the legacy default stream).

@@ -221,7 +221,6 @@ Status CommunicatorImpl::RunP2P(bool is_send, void* buf, size_t bytes, int peer,
   if (bytes == 0 || kernels::cuda::PointerKind(buf) != kernels::cuda::MemoryKind::kDevice) {
     return PostP2PHost(is_send, buf, bytes, peer, tag, std::move(what.value())).Wait();
   }
-  device_calls_staged_.fetch_add(1);
   return device_->RunNow(P2PIo(is_send, buf, bytes), P2PRun(is_send, bytes, peer, tag, std::move(what.value())),
                          Deadline::AfterMs(config_.timeout_ms));
 }
@@ -281,7 +280,6 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
   Result<HostRun> run = Prepare(call, &io);
   if (!run.ok()) return run.status();
   if (place.value() == IoPlace::kHost) return run.value()(call.send, call.recv, nullptr);
-  device_calls_staged_.fetch_add(1);
   return device_->RunNow(io, run.value(), Deadline::AfterMs(config_.timeout_ms));
 }
 
@@ -295,7 +293,6 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
   if (place.value() == IoPlace::kHost) {
     executor_->Post([run = std::move(run.value()), call] { return run(call.send, call.recv, nullptr); }, state);
   } else {
-    device_calls_staged_.fetch_add(1);
     executor_->Post(
         [this, run = std::move(run.value()), io] {
           return device_->RunNow(io, run, Deadline::AfterMs(config_.timeout_ms), /*on_executor=*/true);
@@ -366,7 +363,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     return std::nullopt;
   }
   device_calls_ipc_.fetch_add(1);
-  return WorkUntilStreamReaches(stream, config_.timeout_ms, what);
+  return WorkUntilMark(out.value().end, config_.timeout_ms, what);
 }
 
 Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
@@ -374,21 +371,19 @@ Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
   DeviceIo io = CallIo(call, rank_, size_);
   if (Status st = CheckStreamIo(io, what); !st.ok()) return Work::Failed(st);
   if (std::optional<Work> w = TryCudaIpc(call, io, stream)) return std::move(*w);
-  device_calls_staged_.fetch_add(1);
   return EnqueueOn(stream, io, what, [&](DeviceIo* io) { return Prepare(call, io); });
 }
 
 TrafficCounters CommunicatorImpl::Counters() const {
   TrafficCounters c = transport_ ? transport_->counters() : TrafficCounters{};
   c.device_calls_ipc = device_calls_ipc_.load();
-  c.device_calls_staged = device_calls_staged_.load();
+  c.device_calls_staged = device_ ? device_->staged() : 0;
   return c;
 }
 
 Work CommunicatorImpl::EnqueueP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, void* stream) {
   Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
   if (!what.ok()) return Work::Failed(what.status());
-  device_calls_staged_.fetch_add(1);
   return EnqueueOn(stream, P2PIo(is_send, buf, bytes), what.value(),
                    [&](DeviceIo*) -> Result<HostRun> { return P2PRun(is_send, bytes, peer, tag, what.value()); });
 }

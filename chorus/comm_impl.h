@@ -116,7 +116,7 @@ class CommunicatorImpl {
   std::map<int, std::unique_ptr<IpcDevice>> ipc_;  // by CUDA device
   std::string ipc_declined_;    // why the ranks found CUDA IPC impossible for good (same on every rank)
   std::string ipc_turned_off_;  // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
-  std::atomic<uint64_t> device_calls_ipc_{0}, device_calls_staged_{0};
+  std::atomic<uint64_t> device_calls_ipc_{0};  // the staged ones: DeviceCalls::staged()
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;

@@ -69,28 +69,25 @@ class CudaCopies final : public CopyEngine {
 // Waits for a stream mark.
 class MarkWork final : public WorkState {
  public:
-  MarkWork(cuda::StreamMark mark, std::chrono::milliseconds timeout, std::string what)
+  MarkWork(std::shared_ptr<const cuda::StreamMark> mark, std::chrono::milliseconds timeout, std::string what)
       : mark_(std::move(mark)), timeout_(timeout), what_(std::move(what)) {}
-  bool Test() override { return mark_.Reached(); }
+  bool Test() override { return mark_->Reached(); }
   Status Wait(std::chrono::milliseconds timeout) override {
-    Status st = mark_.Wait(Deadline::AfterMs(timeout.count()), "the operation on its CUDA stream");
+    Status st = mark_->Wait(Deadline::AfterMs(timeout.count()), "the operation on its CUDA stream");
     return st.ok() ? st : st.WithContext(what_);
   }
   std::chrono::milliseconds default_timeout() const override { return timeout_; }
 
  private:
-  cuda::StreamMark mark_;
+  std::shared_ptr<const cuda::StreamMark> mark_;
   std::chrono::milliseconds timeout_;
   std::string what_;
 };
 
 }  // namespace
 
-Work WorkUntilStreamReaches(void* stream, int64_t timeout_ms, std::string what) {
-  Result<cuda::StreamMark> mark = cuda::StreamMark::Record(stream);
-  if (!mark.ok()) return Work::Failed(mark.status().WithContext(what));
-  return Work(
-      std::make_shared<MarkWork>(std::move(mark.value()), std::chrono::milliseconds(timeout_ms), std::move(what)));
+Work WorkUntilMark(std::shared_ptr<const cuda::StreamMark> mark, int64_t timeout_ms, std::string what) {
+  return Work(std::make_shared<MarkWork>(std::move(mark), std::chrono::milliseconds(timeout_ms), std::move(what)));
 }
 
 Result<IoPlace> ClassifyIo(const DeviceIo& io) {
@@ -243,6 +240,7 @@ Status DeviceCalls::Stage(Staging& s, const DeviceIo& io, const HostBuffers& hos
 
 Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executor& executor, int64_t timeout_ms,
                           std::string what, const std::function<void(const Status&)>& broken) {
+  staged_.fetch_add(1);
   FreeRetired();
   std::lock_guard<std::mutex> lock(mu_);
   auto fail = [&](const Status& st) {
@@ -318,6 +316,7 @@ Status DeviceCalls::Ready(const DeviceIo& io) {
 }
 
 Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline, bool on_executor) {
+  staged_.fetch_add(1);
   // On the buffers' device (the calling thread may be the executor's, with none of its own).
   Result<int> device = DeviceOfIo(io);
   if (!device.ok()) return device.status();

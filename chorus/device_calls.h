@@ -27,10 +27,11 @@
 //
 // Ranks that all share one host do not come here for collectives: CommunicatorImpl
 // runs those through CUDA IPC (algos/cuda_ipc_collectives.h) where every rank can, and
-// returns a Work from WorkUntilStreamReaches. Not yet: reductions on the GPU here (every
+// returns a Work from WorkUntilMark. Not yet: reductions on the GPU here (every
 // byte goes device -> host -> wire -> host -> device, and the host reduces).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -43,6 +44,7 @@
 #include "chorus/executor.h"
 #include "chorus/status.h"
 #include "chorus/work.h"
+#include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
 
@@ -70,9 +72,9 @@ Status CheckStreamIo(const DeviceIo& io, const std::string& what);
 // The device of the call's buffers (none: the calling thread's current device).
 Result<int> DeviceOfIo(const DeviceIo& io);
 
-// A Work that ends when `stream` reaches what was enqueued on it so far (its mark is
-// recorded now); Wait() past the timeout is an error naming `what`.
-Work WorkUntilStreamReaches(void* stream, int64_t timeout_ms, std::string what);
+// A Work that ends when its stream reaches `mark`; Wait() past the timeout is an error
+// naming `what`.
+Work WorkUntilMark(std::shared_ptr<const kernels::cuda::StreamMark> mark, int64_t timeout_ms, std::string what);
 
 class DeviceCalls {
  public:
@@ -91,6 +93,8 @@ class DeviceCalls {
   Status Ready(const DeviceIo& io);
   // The device the CUDA resources were made on (-1: none yet).
   int device() const;
+  // Calls staged so far (every form).
+  uint64_t staged() const { return staged_.load(); }
   // The host form with device buffers, on the calling thread; `on_executor` where that
   // is the executor's (a queued host-form call: it stages with the executor's set).
   Status RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline, bool on_executor = false);
@@ -111,6 +115,7 @@ class DeviceCalls {
   std::mutex caller_mu_;  // the caller-thread staging set
   Status init_error_;
   uint64_t next_seq_ = 0;
+  std::atomic<uint64_t> staged_{0};
   struct Resources;
   std::unique_ptr<Resources> res_;
 };

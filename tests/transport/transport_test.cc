@@ -37,6 +37,16 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   }
 };
 
+// A 4 KiB message from rank 0 to rank 1 on `tag` arrives intact (filled with `pattern`).
+void ExpectTagStillCarries(std::vector<std::unique_ptr<Transport>>& t, uint64_t tag, int pattern) {
+  std::vector<char> out(4096), in(4096);
+  Fill(&out, pattern);
+  auto s = t[0]->Send(1, tag, out.data(), out.size());
+  auto r = t[1]->Recv(0, tag, in.data(), in.size());
+  ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+  EXPECT_TRUE(Check(in, pattern));
+}
+
 TEST_P(TransportTest, SizesFromZeroTo64MiB) {
   auto t = Mesh(2);
   ASSERT_EQ(t.size(), 2u);
@@ -174,12 +184,7 @@ TEST_P(TransportTest, SizeMismatchNamesBothRanksAndSizesAndKeepsTheStreamUsable)
   EXPECT_NE(st.message().find("rank 0 sent 1000 bytes with tag 3"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("rank 1 posted a receive of 999 bytes"), std::string::npos) << st.message();
   // The payload was drained: the next message on the same sockets arrives intact.
-  std::vector<char> out2(4096), in2(4096);
-  Fill(&out2, 9);
-  auto s2 = t[0]->Send(1, 3, out2.data(), out2.size());
-  auto r2 = t[1]->Recv(0, 3, in2.data(), in2.size());
-  ASSERT_TRUE(r2->Wait(Soon()).ok()) << r2->status().ToString();
-  EXPECT_TRUE(Check(in2, 9));
+  ExpectTagStillCarries(t, 3, 9);
 }
 
 // Rendezvous: a large point-to-point send goes only once its receive is posted (TCP
@@ -229,12 +234,7 @@ TEST_P(TransportTest, RendezvousSizeMismatchesFailNamingBothSizes) {
     (void)s->Wait(Soon());
     EXPECT_TRUE(s->Test()) << "the sender of " << z.sent << " bytes still waits";
   }
-  std::vector<char> out2(4096), in2(4096);
-  Fill(&out2, 8);
-  auto s2 = t[0]->Send(1, 7, out2.data(), out2.size());
-  auto r2 = t[1]->Recv(0, 7, in2.data(), in2.size());
-  ASSERT_TRUE(r2->Wait(Soon()).ok()) << r2->status().ToString();
-  EXPECT_TRUE(Check(in2, 8));
+  ExpectTagStillCarries(t, 7, 8);
 }
 
 // Rank 0 sends `msgs` messages of `bytes` on `tag` into rank 1, which posts nothing for

@@ -53,6 +53,16 @@ Result<DeviceUuid> UuidOf(int device) {
   return all.value()[device];
 }
 
+// This process's index of `device` (-1: not visible).
+int IndexOf(const DeviceUuid& device) {
+  const Result<std::vector<DeviceUuid>>& all = Uuids();
+  if (!all.ok()) return -1;
+  for (size_t d = 0; d < all.value().size(); ++d) {
+    if (std::memcmp(all.value()[d].bytes, device.bytes, sizeof(device.bytes)) == 0) return static_cast<int>(d);
+  }
+  return -1;
+}
+
 // cuMemGetAddressRange from the driver, looked up through the runtime: linking libcuda
 // would keep the library from starting on machines without a driver.
 using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
@@ -84,32 +94,22 @@ Status SynchronizeDevice(int device) {
   return CudaError("cudaDeviceSynchronize(" + std::to_string(device) + ")", cudaDeviceSynchronize());
 }
 
-bool Visible(const DeviceUuid& device) {
-  const Result<std::vector<DeviceUuid>>& all = Uuids();
-  if (!all.ok()) return false;
-  for (const DeviceUuid& u : all.value()) {
-    if (std::memcmp(u.bytes, device.bytes, sizeof(device.bytes)) == 0) return true;
-  }
-  return false;
-}
+bool Visible(const DeviceUuid& device) { return IndexOf(device) >= 0; }
 
 Status CanReach(const DeviceUuid& device) {
   Result<int> current = kernels::cuda::CurrentDeviceIndex();
   if (!current.ok()) return current.status();
-  const int cur = current.value();
-  const Result<std::vector<DeviceUuid>>& all = Uuids();
-  if (!all.ok()) return all.status();
-  for (int d = 0; d < static_cast<int>(all.value().size()); ++d) {
-    if (std::memcmp(all.value()[d].bytes, device.bytes, sizeof(device.bytes)) != 0) continue;
-    if (d == cur) return Status::Ok();
-    int can = 0;
-    CHORUS_RETURN_IF_ERROR(CudaError("cudaDeviceCanAccessPeer", cudaDeviceCanAccessPeer(&can, cur, d)));
-    if (can) return Status::Ok();
-    return Status(StatusCode::kUnavailable, "device " + std::to_string(cur) + " has no peer access to device " +
-                                                std::to_string(d) + " (" + UuidText(device.bytes) + ")");
+  const int cur = current.value(), d = IndexOf(device);
+  if (d < 0) {
+    return Status(StatusCode::kUnavailable,
+                  UuidText(device.bytes) + " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
   }
-  return Status(StatusCode::kUnavailable,
-                UuidText(device.bytes) + " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
+  if (d == cur) return Status::Ok();
+  int can = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaDeviceCanAccessPeer", cudaDeviceCanAccessPeer(&can, cur, d)));
+  if (can) return Status::Ok();
+  return Status(StatusCode::kUnavailable, "device " + std::to_string(cur) + " has no peer access to device " +
+                                              std::to_string(d) + " (" + UuidText(device.bytes) + ")");
 }
 
 Result<ExportedBuffer> Export(const void* ptr) {
