@@ -6,6 +6,10 @@
 // on as soon as it lands. Every receive is posted up front (they land in the user
 // buffer, so this costs no memory): a message that finds no receive posted is kept
 // by the transport and copied again.
+//
+// On streamed device stand-ins (ctx.staging) each chunk of our own block is waited for
+// before it is sent, our block is reported final once it is in recv, and every other
+// chunk as it lands.
 #include <deque>
 
 #include "algos/buffer.h"
@@ -31,7 +35,9 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
   const size_t es = DataTypeSize(dtype);
   const auto block = [&](int i) { return Span{static_cast<size_t>(i) * count, count}; };
   if (n == 1) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
     CopyIfDistinct(recv, send, count * es);
+    OutputFinal(ctx, 0, count * es);
     return Status::Ok();
   }
   const int next = (r + 1) % n;
@@ -51,13 +57,19 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
 
     // Step 0: our own block, from the send buffer (so the local copy below can overlap).
     ChunkWalk own(1, chunk_elems, [&](int) { return Span{0, count}; });
-    for (; !own.done(); own.Next()) sends.Post(next, 0, At(send, own.chunk().offset, es), own.chunk().count * es);
+    for (; !own.done(); own.Next()) {
+      const Span c = own.chunk();
+      CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
+      sends.Post(next, 0, At(send, c.offset, es), c.count * es);
+    }
     CopyIfDistinct(At(recv, block(r).offset, es), send, count * es);
+    OutputFinal(ctx, block(r).offset * es, count * es);
 
     while (!posted.empty()) {
       const PostedRecv p = posted.front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
       posted.pop_front();
+      OutputFinal(ctx, p.chunk.offset * es, p.chunk.count * es);
       // Forward the chunk just received at the next step.
       if (p.step + 1 < steps) {
         sends.Post(next, static_cast<uint32_t>(p.step + 1), At(recv, p.chunk.offset, es), p.chunk.count * es);

@@ -37,6 +37,8 @@
 #include <algorithm>
 #include <deque>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "algos/buffer.h"
 #include "algos/chunking.h"
@@ -87,6 +89,15 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     return EvenBlock(count, n, s < n - 1 ? Mod(r - s - 1, n) : Mod(r - (s - (n - 1)), n));
   };
 
+  // Streamed: the input comes to the host in the order this rank reads it, blocks r, r-1, ...
+  InputOrder(ctx, [&] {
+    std::vector<std::pair<size_t, size_t>> order;
+    for (int s = 0; s < n; ++s) {
+      const Span b = EvenBlock(count, n, Mod(r - s, n));
+      order.emplace_back(b.offset * es, b.count * es);
+    }
+    return order;
+  });
   const bool in_place = send == recv;
   const bool windowed = in_place || NumChunks(EvenBlock(count, n, 0).count, chunk_elems) > kWindowAboveChunks;
   const size_t rs_window = windowed ? kRecvsInFlight : SIZE_MAX;

@@ -8,7 +8,12 @@
 // transport. Each rank then first posts, per peer, the receive of the peer's grant and
 // of its block (both on the tag of that peer's messages to us: grant first), grants
 // every peer, and sends each block as its grant arrives, in step order.
+//
+// On streamed device stand-ins (ctx.staging) a block is waited for before it is sent
+// (in place: the whole input, before it is copied aside), and each block of the
+// result is reported final once it is in place.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "algos/buffer.h"
@@ -23,12 +28,19 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
   const int r = ctx.rank();
   const size_t bytes = count * DataTypeSize(dtype);
   const size_t total = bytes * static_cast<size_t>(n);
+  // Streamed: the input comes to the host in the order this rank sends it, ours last.
+  InputOrder(ctx, [&] {
+    std::vector<std::pair<size_t, size_t>> order;
+    for (int s = 1; s <= n; ++s) order.emplace_back(static_cast<size_t>((r + s) % n) * bytes, bytes);
+    return order;
+  });
   // In place (recv overlapping send), blocks would be overwritten before they are
   // sent: work from a copy of the send buffer.
   BufferCache::Buffer copy;
   const char* src = static_cast<const char*>(send);
   char* dst = static_cast<char*>(recv);
   if (total > 0 && src < dst + total && dst < src + total && n > 1) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, total));
     copy = ctx.Scratch(total);
     std::memcpy(copy.data(), src, total);
     src = copy.data();
@@ -53,6 +65,7 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
       if (granted) {
         Grant(ctx, sends, to, static_cast<uint32_t>(s - 1));  // on the tag of our messages to `to`
       } else {
+        CHORUS_RETURN_IF_ERROR(InputReady(ctx, to * bytes, bytes));
         sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
       }
     }
@@ -60,13 +73,17 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
       for (int s = 1; s < n; ++s) {
         const int to = (r + s) % n;
         CHORUS_RETURN_IF_ERROR(grant_from[to]->Await(0));
+        CHORUS_RETURN_IF_ERROR(InputReady(ctx, to * bytes, bytes));
         sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
       }
     }
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, r * bytes, bytes));
     CopyIfDistinct(dst + r * bytes, src + r * bytes, bytes);
+    OutputFinal(ctx, r * bytes, bytes);
     for (int s = 1; s < n; ++s) {
       const int from = Mod(r - s, n);
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *in[from], from));
+      OutputFinal(ctx, from * bytes, bytes);
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();

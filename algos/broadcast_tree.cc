@@ -8,6 +8,10 @@
 // broadcast had ~16 MiB per call wait in a child's transport with 4 posted). A child
 // then grants its parent the rest of the call at once (grants.h): a parent sends
 // kUnasked chunks to a child that has not come yet, and waits for it before more.
+//
+// On streamed device stand-ins (ctx.staging) the root waits for each chunk before it
+// sends it; every rank reports a chunk final once it has it (the root's buffer is its
+// input, unchanged).
 #include <algorithm>
 #include <deque>
 #include <string>
@@ -34,8 +38,12 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
     return InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of size " +
                            std::to_string(n));
   }
-  if (n == 1) return Status::Ok();
   const size_t es = DataTypeSize(dtype);
+  if (n == 1) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
+    OutputFinal(ctx, 0, count * es);
+    return Status::Ok();
+  }
   const TreeLinks tree = BinomialTree(ctx.rank(), root, n);
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
   const Span all{0, count};
@@ -57,7 +65,10 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
       if (tree.parent >= 0) {
         CHORUS_RETURN_IF_ERROR(Wait(ctx, *posted.front(), tree.parent));
         posted.pop_front();
+      } else {
+        CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
       }
+      OutputFinal(ctx, c.offset * es, c.count * es);
       // ... goes on to every child.
       for (size_t k = 0; k < tree.children.size(); ++k) {
         CHORUS_RETURN_IF_ERROR(granted[k].Await(std::min(ci, kUnasked)));

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "chorus/buffer_cache.h"
 #include "chorus/deadline.h"
@@ -26,11 +28,17 @@ inline uint64_t CollectiveTag(uint64_t seq, uint32_t step) {
 // segments and the results go back as soon as they are final, so both copies overlap
 // the wire. An algorithm that streams (Streams() in collectives.h) touches an input
 // range only after WaitInput returned OK for it, and reports every byte of its result
-// final exactly once, after its last write there. Offsets are bytes of the call's
-// data (count * element size), the same for the send and the recv buffer.
+// final exactly once, after its last write there. Offsets are bytes: WaitInput's
+// into the send buffer, OutputFinal's into the recv buffer (all_gather's own block
+// is at rank * count there). Where the two alias (in place) an algorithm writes a
+// range of recv only after it waited for the input there.
 class StreamStaging {
  public:
   virtual ~StreamStaging() = default;
+  // Optional, before the first WaitInput: the order in which the input will be read,
+  // as (offset, bytes) ranges; it is brought to the host in that order (what it leaves
+  // out, after, in address order). Without it, in address order.
+  virtual void InputOrder(const std::vector<std::pair<size_t, size_t>>& ranges) { (void)ranges; }
   virtual Status WaitInput(size_t offset, size_t bytes) = 0;
   virtual void OutputFinal(size_t offset, size_t bytes) = 0;
 };
@@ -55,6 +63,11 @@ inline Status InputReady(const Context& ctx, size_t offset, size_t bytes) {
 }
 inline void OutputFinal(const Context& ctx, size_t offset, size_t bytes) {
   if (ctx.staging != nullptr) ctx.staging->OutputFinal(offset, bytes);
+}
+// `ranges()` gives the (offset, bytes) list; it is called only where streamed.
+template <typename Ranges>
+void InputOrder(const Context& ctx, Ranges ranges) {
+  if (ctx.staging != nullptr) ctx.staging->InputOrder(ranges());
 }
 
 // Waits for a request; turns a fingerprint mismatch into an error naming both calls

@@ -5,6 +5,9 @@
 // Blocks of kGrantAtBytes and more go only once their receive is posted (grants.h):
 // a rank that comes early to a gather (or a root early to a scatter) would otherwise
 // park its block in the transport of the one that comes late.
+//
+// On streamed device stand-ins (ctx.staging) a block is waited for before it is sent or
+// copied, and each block of the result is reported final once it is in place.
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +35,7 @@ Status Gather(const Context& ctx, const void* send, void* recv, size_t count, Da
   const size_t bytes = count * DataTypeSize(dtype);
   const bool granted = bytes >= kGrantAtBytes;
   if (r != root) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, bytes));  // while the root may still be on its way
     if (granted) {
       GrantsFrom grant(ctx, root, 0, 0);
       CHORUS_RETURN_IF_ERROR(grant.Await(0));
@@ -48,9 +52,13 @@ Status Gather(const Context& ctx, const void* send, void* recv, size_t count, Da
       in[i] = PostRecv(ctx, i, 0, static_cast<char*>(recv) + i * bytes, bytes);
       if (granted) Grant(ctx, grants, i, 0);
     }
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, bytes));
     CopyIfDistinct(static_cast<char*>(recv) + root * bytes, send, bytes);
+    OutputFinal(ctx, root * bytes, bytes);
     for (int i = 0; i < n; ++i) {
-      if (i != root) CHORUS_RETURN_IF_ERROR(Wait(ctx, *in[i], i));
+      if (i == root) continue;
+      CHORUS_RETURN_IF_ERROR(Wait(ctx, *in[i], i));
+      OutputFinal(ctx, i * bytes, bytes);
     }
     return grants.WaitAll();
   });
@@ -68,6 +76,7 @@ Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, D
       transport::RequestPtr in = PostRecv(ctx, root, 0, recv, bytes);
       if (granted) Grant(ctx, grants, root, 0);
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *in, root));
+      OutputFinal(ctx, 0, bytes);
       return grants.WaitAll();
     });
   }
@@ -80,10 +89,13 @@ Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, D
       if (granted) {
         waiting[i] = std::make_unique<GrantsFrom>(ctx, i, 0, 0);
       } else {
+        CHORUS_RETURN_IF_ERROR(InputReady(ctx, i * bytes, bytes));
         sends.Post(i, 0, static_cast<const char*>(send) + i * bytes, bytes);
       }
     }
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, root * bytes, bytes));
     CopyIfDistinct(recv, static_cast<const char*>(send) + root * bytes, bytes);
+    OutputFinal(ctx, 0, bytes);
     for (size_t left = granted ? static_cast<size_t>(n - 1) : 0; left > 0;) {
       int first = -1;  // the first rank still waiting, to block on when none is ready
       for (int i = 0; i < n; ++i) {
@@ -94,6 +106,7 @@ Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, D
           if (first < 0) first = i;
           continue;
         }
+        CHORUS_RETURN_IF_ERROR(InputReady(ctx, i * bytes, bytes));
         sends.Post(i, 0, static_cast<const char*>(send) + i * bytes, bytes);
         waiting[i].reset();
         --left;

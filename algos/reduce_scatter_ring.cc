@@ -12,7 +12,13 @@
 // mostly finds its receive posted. A transport keeps a message that arrives first and
 // copies it again; a partial sum waiting here for its turn costs nothing (it is ready
 // a step before the peer wants it).
+//
+// On streamed device stand-ins (ctx.staging) every chunk of the send buffer is waited
+// for before it is sent or reduced, and each chunk of our block is reported final once
+// reduced into recv.
 #include <deque>
+#include <utility>
+#include <vector>
 
 #include "algos/buffer.h"
 #include "algos/chunking.h"
@@ -43,7 +49,9 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
   const size_t es = DataTypeSize(dtype);
   const auto block = [&](int i) { return Span{static_cast<size_t>(i) * count, count}; };
   if (n == 1) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
     CopyIfDistinct(recv, send, count * es);
+    OutputFinal(ctx, 0, count * es);
     return Status::Ok();
   }
   const int next = (r + 1) % n;
@@ -52,6 +60,12 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
   const int last_step = n - 2;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
 
+  // Streamed: the input comes to the host in the order this rank reads it, blocks r-1, r-2, ...
+  InputOrder(ctx, [&] {
+    std::vector<std::pair<size_t, size_t>> order;
+    for (int s = 1; s <= n; ++s) order.emplace_back(block(Mod(r - s, n)).offset * es, count * es);
+    return order;
+  });
   ChunkPool pool(chunk_elems * es, ctx.scratch);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
@@ -74,10 +88,12 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
     ChunkWalk first(1, chunk_elems, [&](int) { return block(Mod(r - 1, n)); });
     std::deque<PostedRecv> forwards;  // reduced here, not yet sent on
     SendPacer pacer(kRecvsInFlight);
-    auto post_sends = [&] {
+    auto post_sends = [&]() -> Status {
       for (; pacer.MaySend(); pacer.Sent()) {
         if (!first.done()) {
-          sends.Post(next, 0, At(send, first.chunk().offset, es), first.chunk().count * es);
+          const Span c = first.chunk();
+          CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
+          sends.Post(next, 0, At(send, c.offset, es), c.count * es);
           first.Next();
         } else if (!forwards.empty()) {
           const PostedRecv& f = forwards.front();
@@ -88,8 +104,9 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
           break;
         }
       }
+      return Status::Ok();
     };
-    post_sends();
+    CHORUS_RETURN_IF_ERROR(post_sends());
 
     const size_t own_offset = block(r).offset;
     while (!posted.empty()) {
@@ -99,6 +116,7 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
       pacer.Received();
       char* partial = pool.data(p.slot);
       const char* mine = At(send, p.chunk.offset, es);
+      CHORUS_RETURN_IF_ERROR(InputReady(ctx, p.chunk.offset * es, p.chunk.count * es));
       if (p.step < last_step) {
         // Add our contribution to the partial result; it goes on in its turn.
         CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, partial, mine, partial, p.chunk.count));
@@ -108,9 +126,10 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
         char* out = At(recv, p.chunk.offset - own_offset, es);
         CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, out, mine, partial, p.chunk.count));
         if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, out, p.chunk.count, n));
+        OutputFinal(ctx, (p.chunk.offset - own_offset) * es, p.chunk.count * es);
         pool.Release(p.slot);
       }
-      post_sends();
+      CHORUS_RETURN_IF_ERROR(post_sends());
       CHORUS_RETURN_IF_ERROR(post_next());
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }

@@ -9,6 +9,9 @@
 // that many chunks unasked and each further one once its parent granted it (grants.h),
 // which the parent does as it posts the receive. Without that a leaf would send its
 // whole buffer at once and most of it would wait in the parent's transport.
+//
+// On streamed device stand-ins (ctx.staging) each rank waits for a chunk of its input
+// before it sends or reduces it; the root reports each chunk final once reduced.
 #include <deque>
 #include <string>
 #include <vector>
@@ -46,7 +49,9 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
   }
   const size_t es = DataTypeSize(dtype);
   if (n == 1) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
     CopyIfDistinct(recv, send, count * es);
+    OutputFinal(ctx, 0, count * es);
     return Status::Ok();
   }
   const TreeLinks tree = BinomialTree(r, root, n);
@@ -82,6 +87,7 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
     for (size_t ci = 0; ci < nchunks; ++ci) {
       const Span c = ChunkOf(all, chunk_elems, ci);
       const char* own = At(send, c.offset, es);
+      CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
       if (nchildren == 0) {
         // A leaf: its own data goes up as it is, once granted.
         CHORUS_RETURN_IF_ERROR(granted.Await(ci));
@@ -102,6 +108,7 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
       if (tree.parent < 0) {
         // The root holds the final chunk: AVG divides it once.
         if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, dst, c.count, n));
+        OutputFinal(ctx, c.offset * es, c.count * es);
         for (int slot : pc.slots) pool.Release(slot);
       } else {
         // The partial result goes to the parent once granted; its slot is reused once

@@ -51,7 +51,11 @@ const char* AlgorithmName(Algorithm a) {
   return "unknown";
 }
 
-bool Streams(Collective c, Algorithm a) { return c == Collective::kAllReduce && a == Algorithm::kRing; }
+bool Streams(Collective c, Algorithm a) {
+  // Recursive doubling runs on small buffers, whole; the barrier moves no data; CUDA IPC
+  // does not stage.
+  return c != Collective::kBarrier && a != Algorithm::kRecursiveDoubling && a != Algorithm::kCudaIpc;
+}
 
 Result<Algorithm> ParseAlgorithm(const std::string& name) {
   const Algorithm all[] = {Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kTree,

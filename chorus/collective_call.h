@@ -8,10 +8,19 @@
 #include "algos/collectives.h"
 #include "algos/fingerprint.h"
 #include "algos/selector.h"
-#include "chorus/device_calls.h"
 #include "chorus/types.h"
 
 namespace chorus::internal {
+
+// One call's buffers on this rank and how many bytes of each the operation reads
+// (send) and writes (recv); 0 where this rank does not use the buffer.
+struct DeviceIo {
+  const void* send = nullptr;
+  size_t send_bytes = 0;
+  void* recv = nullptr;
+  size_t recv_bytes = 0;
+  bool streamed = false;  // the algorithm uses the staging hooks (algos::Streams)
+};
 
 struct CollectiveCall {
   algos::Collective kind;

@@ -40,6 +40,7 @@
 #include <string>
 
 #include "algos/context.h"
+#include "chorus/collective_call.h"
 #include "chorus/deadline.h"
 #include "chorus/executor.h"
 #include "chorus/status.h"
@@ -47,16 +48,6 @@
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
-
-// One call's buffers on this rank and how many bytes of each the operation reads
-// (send) and writes (recv); 0 where this rank does not use the buffer.
-struct DeviceIo {
-  const void* send = nullptr;
-  size_t send_bytes = 0;
-  void* recv = nullptr;
-  size_t recv_bytes = 0;
-  bool streamed = false;  // the algorithm uses the staging hooks (algos::Streams)
-};
 
 // Runs the host operation on host stand-ins of (send, recv); `staging` is set where
 // they are streamed (DeviceIo::streamed), else null.

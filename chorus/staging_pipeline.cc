@@ -5,19 +5,39 @@
 
 namespace chorus::internal {
 
-Status StagingPipeline::BeginInput(void* host, const void* device, size_t bytes) {
+Status StagingPipeline::BeginInput(void* host, const void* device, size_t bytes, bool start_now) {
+  in_host_ = static_cast<char*>(host);
+  in_device_ = static_cast<const char*>(device);
   in_bytes_ = bytes;
-  in_tickets_.reserve(Segments(bytes));
-  for (size_t off = 0; off < bytes; off += segment_) {
-    Result<uint64_t> t = in_.Start(static_cast<char*>(host) + off, static_cast<const char*>(device) + off,
-                                   std::min(segment_, bytes - off));
-    if (!t.ok()) {
-      Fail(t.status().WithContext("staging the input to the host"));
-      return error_;
-    }
-    in_tickets_.push_back(t.value());
+  if (start_now) StartInput({});
+  return error_;
+}
+
+void StagingPipeline::InputOrder(const std::vector<std::pair<size_t, size_t>>& ranges) {
+  if (!in_started_) StartInput(ranges);
+}
+
+void StagingPipeline::StartInput(const std::vector<std::pair<size_t, size_t>>& ranges) {
+  in_started_ = true;
+  const size_t segments = Segments(in_bytes_);
+  in_tickets_.assign(segments, 0);
+  std::vector<bool> started(segments, false);
+  auto start = [&](size_t seg) {
+    if (started[seg] || !error_.ok()) return;
+    started[seg] = true;
+    const size_t off = seg * segment_;
+    Result<uint64_t> t = in_.Start(in_host_ + off, in_device_ + off, std::min(segment_, in_bytes_ - off));
+    if (!t.ok()) return Fail(t.status().WithContext("staging the input to the host"));
+    in_tickets_[seg] = t.value();
+    in_last_ = t.value();
+    in_any_ = true;
+  };
+  for (auto [offset, bytes] : ranges) {
+    if (bytes == 0 || offset >= in_bytes_) continue;
+    const size_t last = (std::min(offset + bytes, in_bytes_) - 1) / segment_;
+    for (size_t seg = offset / segment_; seg <= last; ++seg) start(seg);
   }
-  return Status::Ok();
+  for (size_t seg = 0; seg < segments; ++seg) start(seg);
 }
 
 void StagingPipeline::SetOutput(void* device, const void* host, size_t bytes) {
@@ -29,17 +49,20 @@ void StagingPipeline::SetOutput(void* device, const void* host, size_t bytes) {
 }
 
 Status StagingPipeline::WaitInput(size_t offset, size_t bytes) {
+  if (!in_started_) StartInput({{offset, bytes}});
   if (!error_.ok()) return error_;
   if (bytes == 0 || offset >= in_bytes_) return Status::Ok();
+  // The engine completes in order: the range is on the host once its latest copy is.
+  uint64_t need = 0;
   const size_t last = (std::min(offset + bytes, in_bytes_) - 1) / segment_;
-  if (last < in_ready_) return Status::Ok();
-  // The engine completes in order: the last segment's copy covers the ones before.
-  Status st = in_.Wait(in_tickets_[last], deadline_);
+  for (size_t seg = offset / segment_; seg <= last; ++seg) need = std::max(need, in_tickets_[seg]);
+  if (need < in_waited_) return Status::Ok();
+  Status st = in_.Wait(need, deadline_);
   if (!st.ok()) {
     Fail(st.WithContext("staging the input to the host"));
     return error_;
   }
-  in_ready_ = last + 1;
+  in_waited_ = need + 1;
   return Status::Ok();
 }
 
@@ -82,8 +105,8 @@ Status StagingPipeline::Finish(bool ok) {
   }
   // Wait even after a failure: a copy in flight still reads or writes the stand-ins.
   Status st = error_;
-  if (!in_tickets_.empty()) {
-    Status w = in_.Wait(in_tickets_.back(), deadline_);
+  if (in_any_) {
+    Status w = in_.Wait(in_last_, deadline_);
     if (st.ok() && !w.ok()) st = w.WithContext("staging the input to the host");
   }
   if (out_any_) {

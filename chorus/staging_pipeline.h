@@ -1,6 +1,7 @@
 // Streams one call's device buffers through host stand-ins while the algorithm runs
-// (algos::StreamStaging): the input goes device -> host in segments that the
-// algorithm waits for one by one, and each segment of the result goes host -> device
+// (algos::StreamStaging): the input goes device -> host in segments, in the order the
+// algorithm reads them (InputOrder, else its first wait first, then address order),
+// and it waits for them one by one; each segment of the result goes host -> device
 // as soon as the algorithm has reported all of it final. So for a streaming algorithm
 //   device -> host copy | send | receive | reduce | host -> device copy
 // overlap, instead of running one after the other over the whole buffer.
@@ -40,11 +41,14 @@ class StagingPipeline final : public algos::StreamStaging {
   StagingPipeline(const StagingPipeline&) = delete;
   StagingPipeline& operator=(const StagingPipeline&) = delete;
 
-  // Starts copying `bytes` of the input from `device` to `host`, segment by segment.
-  Status BeginInput(void* host, const void* device, size_t bytes);
+  // The input: `bytes` from `device` to `host`, segment by segment. The copies start at
+  // the algorithm's InputOrder or first WaitInput (so in the order it reads), or here
+  // with `start_now`.
+  Status BeginInput(void* host, const void* device, size_t bytes, bool start_now = false);
   // Where the results go once final: `bytes` of `host` to `device`.
   void SetOutput(void* device, const void* host, size_t bytes);
 
+  void InputOrder(const std::vector<std::pair<size_t, size_t>>& ranges) override;
   Status WaitInput(size_t offset, size_t bytes) override;
   void OutputFinal(size_t offset, size_t bytes) override;
 
@@ -55,6 +59,8 @@ class StagingPipeline final : public algos::StreamStaging {
 
  private:
   size_t Segments(size_t bytes) const { return (bytes + segment_ - 1) / segment_; }
+  // Starts the input's copies: the segments of `ranges` in that order, then the rest.
+  void StartInput(const std::vector<std::pair<size_t, size_t>>& ranges);
   void StartOutput(size_t seg);
   void Fail(const Status& st) {
     if (error_.ok()) error_ = st;
@@ -66,9 +72,14 @@ class StagingPipeline final : public algos::StreamStaging {
   const Deadline deadline_;
   Status error_;
 
-  std::vector<uint64_t> in_tickets_;  // per input segment
+  char* in_host_ = nullptr;
+  const char* in_device_ = nullptr;
   size_t in_bytes_ = 0;
-  size_t in_ready_ = 0;  // input segments known to be on the host
+  bool in_started_ = false;
+  std::vector<uint64_t> in_tickets_;  // per input segment, once started
+  bool in_any_ = false;
+  uint64_t in_last_ = 0;    // the last input copy started
+  uint64_t in_waited_ = 0;  // copies with tickets below this are done (in-order engine)
 
   char* out_device_ = nullptr;
   const char* out_host_ = nullptr;
