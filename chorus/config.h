@@ -27,9 +27,10 @@ struct Config {
   // The RDMA engine polls its completion queue this long before it sleeps
   // (CHORUS_IB_POLL_US, microseconds; 0: sleep at once, no spinning).
   int64_t ib_poll_us = 0;
-  // Latency: after activity the TCP engine keeps polling (yielding the CPU between
-  // polls) this long before it sleeps, and a thread waiting for a TCP send or receive
-  // polls it this long before it sleeps (CHORUS_SPIN_US, microseconds; 0: sleep at once).
+  // Latency: after activity (bytes moved, a request posted or finished) the TCP engine
+  // keeps polling (yielding the CPU between polls) this long before it sleeps, and a
+  // thread waiting for a TCP send or receive polls this long after it began waiting or
+  // bytes last moved (CHORUS_SPIN_US, microseconds; 0: sleep at once).
   // RDMA waits do not spin (see CHORUS_IB_POLL_US for its engine).
   int64_t spin_us = 100;
   // An RDMA peer that a request waits for and that stays silent this long, even to a

@@ -139,6 +139,7 @@ bool Engine::Step(Clock::time_point now, int max_wait_ms, bool engine_thread, Ba
   }
   if (aborting_ && ProgressAbort()) return finished_ = true;
   if (max_wait_ms == kNoPoll) return false;
+  const uint64_t moved_before = moved_;
   Status st;
   if (!app_progress_ && now - last_activity_ < std::chrono::microseconds(opts_.spin_us)) {
     // Busy a moment ago: the next request or byte is likely microseconds away, and
@@ -157,6 +158,7 @@ bool Engine::Step(Clock::time_point now, int max_wait_ms, bool engine_thread, Ba
     if (sleep) inbox_.EndSleep();
   }
   if (!st.ok() && !aborting_) BeginAbort(st.WithContext("rank " + std::to_string(rank_) + " TCP engine"));
+  if (moved_ != moved_before && !app_progress_) last_activity_ = now;  // a transfer under way: keep polling
   return false;
 }
 
@@ -226,7 +228,7 @@ void Engine::Progress() {
 void Engine::Drive(BasicRequest& req, Deadline deadline) {
   // One clock read per round: in a VM each costs a noticeable part of a short call.
   auto now = Clock::now();
-  const auto spin_until = now + std::chrono::microseconds(opts_.spin_us);
+  auto spin_until = now + std::chrono::microseconds(opts_.spin_us);
   while (!req.Test() && now < deadline.at()) {
     if (!drive_mu_.try_lock()) {
       if (!engine_driving_.load()) {
@@ -249,10 +251,17 @@ void Engine::Drive(BasicRequest& req, Deadline deadline) {
     }
     app_driving_.store(true);
     bool finished = false;
+    uint64_t moved = moved_;
     while (!req.Test()) {
       if (now >= deadline.at()) break;
-      // Poll without sleeping for spin_us (the answer to a short message is a few
-      // microseconds away), then sleep in the poll itself.
+      // Poll without sleeping for spin_us after the last bytes moved (the answer to a
+      // short message is a few microseconds away; a transfer under way moves more any
+      // moment, and a sleeper woken for each piece costs its waker an interrupt), then
+      // sleep in the poll itself.
+      if (moved_ != moved) {
+        moved = moved_;
+        spin_until = now + std::chrono::microseconds(opts_.spin_us);
+      }
       int wait_ms = 0;
       if (now >= spin_until) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at() - now).count();
@@ -606,6 +615,7 @@ Status Engine::OnAbortFrame(Conn* c, const std::string& reason) {
 void Engine::OnRecvResult(Conn* c, int64_t res) {
   if (c->shut) return;
   if (res > 0) {
+    ++moved_;
     Status st = c->rx.OnReceived(static_cast<size_t>(res));
     if (!st.ok()) FailPeer(c->peer, st.WithContext("rank " + std::to_string(rank_) + ": stream from " + PeerDesc(c->peer)));
     return;
@@ -618,6 +628,7 @@ void Engine::OnRecvResult(Conn* c, int64_t res) {
 
 void Engine::OnSendResult(Conn* c, int64_t res) {
   if (res >= 0) {
+    moved_ += res > 0 ? 1 : 0;
     sent_scratch_.clear();
     c->tx.OnSent(static_cast<size_t>(res), &sent_scratch_);
     for (const BasicRequestPtr& r : sent_scratch_) FrameResolved(r, Status::Ok());

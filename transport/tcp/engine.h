@@ -210,7 +210,8 @@ class Engine final : public IoHandler, public RequestDriver {
   // The driving thread only (under drive_mu_).
   bool finished_ = false;
   Inbox::Batch batch_;  // what DrainCommands works on (reused)
-  Clock::time_point last_activity_{};  // a request posted or finished
+  Clock::time_point last_activity_{};  // a request posted or finished, or bytes moved
+  uint64_t moved_ = 0;  // socket reads and writes that moved bytes: a transfer under way
   int64_t active_ = 0;  // posted requests not yet finished
   bool stopping_ = false;
   bool aborting_ = false;
