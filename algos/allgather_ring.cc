@@ -62,7 +62,7 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
       CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
       sends.Post(next, 0, At(send, c.offset, es), c.count * es);
     }
-    CopyIfDistinct(At(recv, block(r).offset, es), send, count * es);
+    CopyMovingBytes(ctx, At(recv, block(r).offset, es), send, count * es);
     OutputFinal(ctx, block(r).offset * es, count * es);
 
     while (!posted.empty()) {

@@ -78,7 +78,7 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
       }
     }
     CHORUS_RETURN_IF_ERROR(InputReady(ctx, r * bytes, bytes));
-    CopyIfDistinct(dst + r * bytes, src + r * bytes, bytes);
+    CopyMovingBytes(ctx, dst + r * bytes, src + r * bytes, bytes);
     OutputFinal(ctx, r * bytes, bytes);
     for (int s = 1; s < n; ++s) {
       const int from = Mod(r - s, n);

@@ -53,7 +53,7 @@ Status Gather(const Context& ctx, const void* send, void* recv, size_t count, Da
       if (granted) Grant(ctx, grants, i, 0);
     }
     CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, bytes));
-    CopyIfDistinct(static_cast<char*>(recv) + root * bytes, send, bytes);
+    CopyMovingBytes(ctx, static_cast<char*>(recv) + root * bytes, send, bytes);
     OutputFinal(ctx, root * bytes, bytes);
     for (int i = 0; i < n; ++i) {
       if (i == root) continue;
@@ -94,7 +94,7 @@ Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, D
       }
     }
     CHORUS_RETURN_IF_ERROR(InputReady(ctx, root * bytes, bytes));
-    CopyIfDistinct(recv, static_cast<const char*>(send) + root * bytes, bytes);
+    CopyMovingBytes(ctx, recv, static_cast<const char*>(send) + root * bytes, bytes);
     OutputFinal(ctx, 0, bytes);
     for (size_t left = granted ? static_cast<size_t>(n - 1) : 0; left > 0;) {
       int first = -1;  // the first rank still waiting, to block on when none is ready

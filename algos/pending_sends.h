@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <utility>
 
@@ -85,6 +86,21 @@ inline Status ReduceMovingBytes(const Context& ctx, DataType dtype, ReduceOp op,
     if (off + n < count) ctx.transport.Progress();
   }
   return Status::Ok();
+}
+
+// CopyIfDistinct in slices of 256 KiB, letting the transport move bytes between them
+// (as ReduceMovingBytes): a rank's copy of its own block would otherwise stall what its
+// peers send it meanwhile. Overlapping distinct ranges are copied whole (memmove).
+inline void CopyMovingBytes(const Context& ctx, void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (d == s || bytes == 0) return;
+  if (d < s + bytes && s < d + bytes) return (void)std::memmove(d, s, bytes);
+  constexpr size_t kSlice = 256 << 10;
+  for (size_t off = 0; off < bytes; off += kSlice) {
+    std::memcpy(d + off, s + off, std::min(kSlice, bytes - off));
+    if (off + kSlice < bytes) ctx.transport.Progress();
+  }
 }
 
 // Runs an algorithm's body, which may post requests into scratch memory the caller
