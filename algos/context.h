@@ -37,7 +37,8 @@ class StreamStaging {
   virtual ~StreamStaging() = default;
   // Optional, before the first WaitInput: the order in which the input will be read,
   // as (offset, bytes) ranges; it is brought to the host in that order (what it leaves
-  // out, after, in address order). Without it, in address order.
+  // out, after, in address order). Without it: the first range waited for, then the
+  // rest in address order.
   virtual void InputOrder(const std::vector<std::pair<size_t, size_t>>& ranges) { (void)ranges; }
   virtual Status WaitInput(size_t offset, size_t bytes) = 0;
   virtual void OutputFinal(size_t offset, size_t bytes) = 0;

@@ -31,7 +31,8 @@ DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size) {
   size_t in = b, out = b;
   switch (call.kind) {
     case Collective::kAllReduce: break;
-    case Collective::kBroadcast: in = root ? b : 0; break;  // one buffer (send == recv): the root's input, everyone's output
+    // One buffer (send == recv): the root's input, everyone's output.
+    case Collective::kBroadcast: in = root ? b : 0; break;
     case Collective::kReduce: out = root ? b : 0; break;
     case Collective::kAllGather: out = all; break;
     case Collective::kReduceScatter: in = all; break;
