@@ -7,7 +7,8 @@
 // chunks would arrive before their receive and be copied twice (a 4-rank 64 MiB
 // broadcast had ~16 MiB per call wait in a child's transport with 4 posted). A child
 // then grants its parent the rest of the call at once (grants.h): a parent sends
-// kUnasked chunks to a child that has not come yet, and waits for it before more.
+// kUnasked chunks to a child that has not come yet (none of kGrantAtBytes and more
+// where a host runs more ranks than it has cores), and waits for it before more.
 //
 // On streamed device stand-ins (ctx.staging) the root waits for each chunk before it
 // sends it; every rank reports a chunk final once it has it (the root's buffer is its
@@ -27,7 +28,7 @@
 namespace chorus::algos {
 namespace {
 
-// Chunks a parent sends a child before the child's grant.
+// Chunks a parent sends a child before the child's grant (chunks below kGrantAtBytes).
 constexpr size_t kUnasked = 2;
 
 }  // namespace
@@ -48,6 +49,12 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
   const Span all{0, count};
   const size_t nchunks = NumChunks(count, chunk_elems);
+  // Where cores are crowded, chunks of kGrantAtBytes and more all wait for the grant: a
+  // parent a call ahead of its child (back-to-back broadcasts) would otherwise park them
+  // in the child's transport, to be copied again (4 ranks on 2 cores, 1 MiB: 757 of 880
+  // messages). With cores to spare that copy is cheaper than the round trip.
+  const bool large = std::min(count, chunk_elems) * es >= kGrantAtBytes;
+  const size_t unasked = tuning.crowded_cores && large ? 0 : kUnasked;
 
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
@@ -56,9 +63,9 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
       const Span c = ChunkOf(all, chunk_elems, ci);
       posted.push_back(PostRecv(ctx, tree.parent, static_cast<uint32_t>(ci), At(buf, c.offset, es), c.count * es));
     }
-    if (tree.parent >= 0 && nchunks > kUnasked) Grant(ctx, sends, tree.parent, 0);
-    std::vector<GrantsFrom> granted;  // one grant per child, for every chunk past kUnasked
-    for (int child : tree.children) granted.emplace_back(ctx, child, 0, kUnasked);
+    if (tree.parent >= 0 && nchunks > unasked) Grant(ctx, sends, tree.parent, 0);
+    std::vector<GrantsFrom> granted;  // one grant per child, for every chunk past `unasked`
+    for (int child : tree.children) granted.emplace_back(ctx, child, 0, unasked);
     for (size_t ci = 0; ci < nchunks; ++ci) {
       const Span c = ChunkOf(all, chunk_elems, ci);
       // Chunk ci from the parent (the root has it already) ...
@@ -71,7 +78,7 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
       OutputFinal(ctx, c.offset * es, c.count * es);
       // ... goes on to every child.
       for (size_t k = 0; k < tree.children.size(); ++k) {
-        CHORUS_RETURN_IF_ERROR(granted[k].Await(std::min(ci, kUnasked)));
+        CHORUS_RETURN_IF_ERROR(granted[k].Await(std::min(ci, unasked)));
         sends.Post(tree.children[k], static_cast<uint32_t>(ci), At(buf, c.offset, es), c.count * es);
       }
       CHORUS_RETURN_IF_ERROR(sends.Reap());

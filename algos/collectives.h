@@ -20,6 +20,10 @@ struct Tuning {
   // Pipelining granularity: a chunk is sent, received and reduced as one unit, so
   // that these overlap (CHORUS_CHUNK_BYTES).
   size_t chunk_bytes = 512 << 10;
+  // Some host runs more ranks than it has cores (the same on every rank): there a copy
+  // costs more than a round trip, so the trees' chunks of kGrantAtBytes and more all
+  // wait for their grant instead of going unasked to a peer that may be a call behind.
+  bool crowded_cores = false;
 };
 
 // all_reduce: ring = reduce-scatter then all-gather, pipelined in chunks.

@@ -1,6 +1,7 @@
 #include "chorus/comm_impl.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -120,6 +121,21 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
     if (peers_[r].host_id != my_host) continue;
     if (r < rank_) ++local_rank_;
     ++local_size_;
+  }
+
+  // Every rank tunes alike: crowded where some host runs more ranks than it has cores.
+  std::map<std::string, std::pair<int, int>> hosts;  // host_id -> (ranks, cores)
+  for (const rendezvous::PeerInfo& p : peers_) {
+    auto& [ranks, cores] = hosts[p.host_id];
+    ++ranks;
+    cores = std::max(cores, p.cores);
+  }
+  for (const auto& [id, h] : hosts) {
+    if (h.second > 0 && h.first > h.second) {
+      tuning_.crowded_cores = true;
+      if (rank_ == 0) CHORUS_INFO("host " << id << " runs " << h.first << " ranks on " << h.second
+                                        << " cores: large tree chunks wait for their grant");
+    }
   }
 
   // Every rank takes the same way for device buffers: none uses CUDA IPC where one turned it off.

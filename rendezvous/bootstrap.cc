@@ -172,6 +172,7 @@ std::string PeerInfo::Serialize() const {
   if (!rdma_unavailable.empty()) out += "rdma_unavailable=" + Escape(rdma_unavailable) + "\n";
   for (const auto& i : interfaces) out += "if=" + Escape(i) + "\n";
   if (cuda_ipc_off) out += "cuda_ipc=off\n";
+  if (cores > 0) out += "cores=" + std::to_string(cores) + "\n";
   return out;
 }
 
@@ -220,6 +221,10 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
       info.interfaces.push_back(value);
     } else if (key == "cuda_ipc") {
       info.cuda_ipc_off = value == "off";
+    } else if (key == "cores") {
+      if (!ParseInt(value, 0, &info.cores)) {
+        return ProtocolError("peer info cores '" + Escape(value) + "' is not a count");
+      }
     }
     // Unknown keys are skipped: a newer peer may say more.
   }
@@ -243,6 +248,8 @@ PeerInfo PeerInfo::Local(int rank) {
   // then /dev/shm: ranks with equal ids can be treated as one host.
   info.host_id = boot_id.empty() ? info.hostname : info.hostname + "/" + boot_id;
   info.pid = static_cast<int>(getpid());
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);  // the host's, not this process's affinity
+  info.cores = cores > 0 ? static_cast<int>(cores) : 0;
   for (const NetInterface& i : ListInterfaces()) info.interfaces.push_back(i.name + "=" + i.ip);
   return info;
 }

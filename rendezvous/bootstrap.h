@@ -35,6 +35,7 @@ struct PeerInfo {
   std::string rdma_unavailable;         // why there is none (for "CHORUS_TRANSPORT=rdma" errors)
   std::vector<std::string> interfaces;  // "name=ip", IPv4 interfaces that are up
   bool cuda_ipc_off = false;            // CHORUS_CUDA_IPC=off here: no rank uses CUDA IPC
+  int cores = 0;                        // online CPUs of this host (0: not known)
 
   // A versioned, line-based "key=value" text; values are %-escaped.
   std::string Serialize() const;

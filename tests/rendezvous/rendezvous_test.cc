@@ -292,6 +292,7 @@ TEST(PeerInfo, RoundTripWithAwkwardCharacters) {
   p.tcp_address = "10.0.0.7:40000";
   p.interfaces = {"eth0=10.0.0.7", "ib0=192.168.1.7"};
   p.cuda_ipc_off = true;
+  p.cores = 96;
   Result<PeerInfo> q = PeerInfo::Parse(p.Serialize());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q.value().rank, 12);
@@ -301,7 +302,13 @@ TEST(PeerInfo, RoundTripWithAwkwardCharacters) {
   EXPECT_EQ(q.value().tcp_address, p.tcp_address);
   EXPECT_EQ(q.value().interfaces, p.interfaces);
   EXPECT_TRUE(q.value().cuda_ipc_off);
+  EXPECT_EQ(q.value().cores, 96);
   p.cuda_ipc_off = false;
+  p.cores = 0;  // not known: not sent, parsed as 0
+  EXPECT_EQ(PeerInfo::Parse(p.Serialize()).value().cores, 0);
+  EXPECT_EQ(p.Serialize().find("cores="), std::string::npos);
+  EXPECT_GT(PeerInfo::Local(0).cores, 0);
+  EXPECT_FALSE(PeerInfo::Parse(PeerInfo::Local(0).Serialize() + "cores=many\n").ok());
   EXPECT_FALSE(PeerInfo::Parse(p.Serialize()).value().cuda_ipc_off);
   // Unknown keys from a newer peer are skipped.
   EXPECT_TRUE(PeerInfo::Parse(p.Serialize() + "future=1\n").ok());
