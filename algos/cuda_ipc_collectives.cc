@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algos/chunking.h"
-#include "algos/fingerprint.h"
+#include "algos/pending_sends.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/stream_ops.h"
 
@@ -50,16 +50,15 @@ Status ExchangeBytes(const Context& ctx, uint32_t step, const void* mine, size_t
   const int n = ctx.size(), r = ctx.rank();
   std::vector<transport::RequestPtr> recvs(n), sends(n);
   for (int p = 0; p < n; ++p) {
-    if (p != r)
-      recvs[p] = ctx.transport.Recv(p, ctx.tag(step), bytes ? all + p * bytes : nullptr, bytes, ctx.fingerprint);
+    if (p != r) recvs[p] = PostRecv(ctx, p, step, bytes ? all + p * bytes : nullptr, bytes);
   }
   for (int p = 0; p < n; ++p) {
     if (p != r) sends[p] = ctx.transport.Send(p, ctx.tag(step), mine, bytes, ctx.fingerprint);
   }
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *recvs[p], p, DescribeFingerprint));
-    CHORUS_RETURN_IF_ERROR(WaitRequest(ctx, *sends[p], p, DescribeFingerprint));
+    CHORUS_RETURN_IF_ERROR(Wait(ctx, *recvs[p], p));
+    CHORUS_RETURN_IF_ERROR(Wait(ctx, *sends[p], p));
   }
   return Status::Ok();
 }
@@ -142,15 +141,14 @@ Status PhaseOne(const Context& ctx, const DeviceCall& c, const std::vector<const
       if (r != c.root) return Status::Ok();
       for (int p = 0; p < n; ++p) in[p] = send[p];
       return ReduceAll(c, out, in, c.count, stream);
+    case Collective::kGather:  // the root copies everyone's block, as all_gather does
+      if (r != c.root) return Status::Ok();
+      [[fallthrough]];
     case Collective::kAllGather:  // everyone's block into ours
       for (int p = 0; p < n; ++p) CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(out + p * b, send[p], b, stream));
       return Status::Ok();
     case Collective::kBroadcast:  // the root's buffer into ours
       return r == c.root ? Status::Ok() : ipc::CopyAsync(out, recv[c.root], b, stream);
-    case Collective::kGather:  // the root copies everyone's block
-      if (r != c.root) return Status::Ok();
-      for (int p = 0; p < n; ++p) CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(out + p * b, send[p], b, stream));
-      return Status::Ok();
     case Collective::kScatter:  // our block of the root's buffer
       return ipc::CopyAsync(out, send[c.root] + r * b, b, stream);
     case Collective::kAllToAll:  // block r of every rank's input, into block p of ours

@@ -114,22 +114,19 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   scratch_ = std::make_unique<BufferCache>(static_cast<size_t>(config_.scratch_cache_bytes));
   peers_ = std::move(setup.value().peers);
   transport_choice_ = setup.value().choice;
+  // Ranks and cores per host: who is local, and whether some host is crowded.
   const std::string& my_host = peers_[rank_].host_id;
+  std::map<std::string, std::pair<int, int>> hosts;  // host_id -> (ranks, cores)
   local_rank_ = 0;
-  local_size_ = 0;
   for (int r = 0; r < size_; ++r) {
-    if (peers_[r].host_id != my_host) continue;
-    if (r < rank_) ++local_rank_;
-    ++local_size_;
+    auto& [ranks, cores] = hosts[peers_[r].host_id];
+    ++ranks;
+    cores = std::max(cores, peers_[r].cores);
+    if (r < rank_ && peers_[r].host_id == my_host) ++local_rank_;
   }
+  local_size_ = hosts[my_host].first;
 
   // Every rank tunes alike: crowded where some host runs more ranks than it has cores.
-  std::map<std::string, std::pair<int, int>> hosts;  // host_id -> (ranks, cores)
-  for (const rendezvous::PeerInfo& p : peers_) {
-    auto& [ranks, cores] = hosts[p.host_id];
-    ++ranks;
-    cores = std::max(cores, p.cores);
-  }
   for (const auto& [id, h] : hosts) {
     if (h.second > 0 && h.first > h.second) {
       tuning_.crowded_cores = true;
@@ -320,8 +317,7 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
 
 Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& what,
                                  const std::function<Result<HostRun>(DeviceIo*)>& prepare) {
-  Status st = CheckStreamIo(io, what);
-  if (st.ok()) st = device_->Ready(io).WithContext(what);
+  Status st = device_->Ready(io).WithContext(what);
   if (!st.ok()) return Work::Failed(st);
   Result<HostRun> run = prepare(&io);
   if (!run.ok()) return Work::Failed(run.status());
@@ -400,7 +396,9 @@ TrafficCounters CommunicatorImpl::Counters() const {
 Work CommunicatorImpl::EnqueueP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, void* stream) {
   Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
   if (!what.ok()) return Work::Failed(what.status());
-  return EnqueueOn(stream, P2PIo(is_send, buf, bytes), what.value(),
+  const DeviceIo io = P2PIo(is_send, buf, bytes);
+  if (Status st = CheckStreamIo(io, what.value()); !st.ok()) return Work::Failed(st);
+  return EnqueueOn(stream, io, what.value(),
                    [&](DeviceIo*) -> Result<HostRun> { return P2PRun(is_send, bytes, peer, tag, what.value()); });
 }
 

@@ -121,13 +121,12 @@ struct RankBuffers {
 };
 
 RankBuffers Layout(Collective k, int n, int r, int root, size_t count, bool in_place) {
-  const size_t all = count * static_cast<size_t>(n);
+  // The elements this rank reads and writes, as the library counts them.
+  const DeviceIo sizes =
+      internal::CallIo(CollectiveCall{k, nullptr, nullptr, count, DataType::kFloat32, ReduceOp::kSum, root}, r, n);
+  const size_t in = sizes.send_bytes / sizeof(float), out = sizes.recv_bytes / sizeof(float);
   const bool rooted = k == Collective::kReduce || k == Collective::kGather || k == Collective::kScatter;
   RankBuffers b;
-  size_t in = count, out = count;
-  if (k == Collective::kAllGather || k == Collective::kGather) out = all;
-  if (k == Collective::kReduceScatter || k == Collective::kScatter || k == Collective::kAllToAll) in = all;
-  if (k == Collective::kAllToAll) out = all;
   const bool alias = k == Collective::kBroadcast || (in_place && (!rooted || r == root));
   if (!alias) {
     b.device.assign(in + out, 0);

@@ -189,7 +189,6 @@ Result<void*> PeerMappings::Map(int owner, const ExportedBuffer& b, Deadline dea
   void* base = nullptr;
   CHORUS_RETURN_IF_ERROR(CudaError("cudaIpcOpenMemHandle (mapping rank " + std::to_string(owner) + "'s device buffer)",
                                    cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess)));
-  ++opened_;
   entries_.push_back(Entry{owner, b.base, handle, base, clock_, nullptr, true});
   return static_cast<void*>(static_cast<char*>(base) + b.offset);
 }

@@ -88,8 +88,6 @@ class PeerMappings {
   // The mappings used since the last EndCall are read by work that ends at `done`
   // (null: the call enqueued nothing).
   void EndCall(const std::shared_ptr<kernels::cuda::StreamMark>& done);
-  size_t size() const { return entries_.size(); }
-  uint64_t opened() const { return opened_; }  // cudaIpcOpenMemHandle calls so far
 
  private:
   struct Entry {
@@ -105,7 +103,6 @@ class PeerMappings {
   size_t max_entries_;
   std::vector<Entry> entries_;
   uint64_t clock_ = 0;
-  uint64_t opened_ = 0;
 };
 
 // An interprocess event of this process (created on the current device).

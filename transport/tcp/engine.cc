@@ -34,9 +34,9 @@ constexpr uint64_t kRendezvousBytes = 256 << 10;
 bool Rendezvous(uint64_t tag, uint64_t bytes) { return (tag >> 63) == 0 && bytes >= kRendezvousBytes; }
 // A receiver holding more than pause_above (CHORUS_EARLY_PAUSE, 64 MiB) of a peer's
 // early messages tells it to PAUSE (send everything by rendezvous) until it holds less
-// than resume_below (CHORUS_EARLY_RESUME, 16 MiB; early_hold.h): a sender that runs ahead of its receiver (a
-// stream of sends into a few posted receives) would otherwise fill the receiver's
-// memory (2.9 GB after a 4 GB stream of 64 KiB sends).
+// than resume_below (CHORUS_EARLY_RESUME, 16 MiB; early_hold.h): a sender that runs
+// ahead of its receiver (a stream of sends into a few posted receives) would otherwise
+// fill the receiver's memory (2.9 GB after a 4 GB stream of 64 KiB sends).
 
 // Messages smaller than this all go on a peer's first socket: a small message costs
 // less on a connection that carried the last one (8-byte all_reduce, 2 ranks on

@@ -1,6 +1,7 @@
 // cuda_reduce_bench: the CUDA reduction kernel's bandwidth beside a device-to-device
 // cudaMemcpy in the same run (bytes read + written per second for both), results
 // checked against the CPU kernels (#wrong). Prints why and exits 0 with no GPU.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "chorus/types.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 
 namespace cu = chorus::kernels::cuda;
@@ -18,31 +20,19 @@ using chorus::ReduceOp;
 
 namespace {
 
-// Whether the element at p is a NaN (float types; integers never are).
+// Whether the element at p is a NaN (float types; integers never are), decoded as the
+// kernels decode it.
 bool IsNan(DataType t, const unsigned char* p) {
+  auto bits = [p](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
   switch (t) {
-    case DataType::kFloat32: {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
-      return (v & 0x7f800000u) == 0x7f800000u && (v & 0x007fffffu) != 0;
-    }
-    case DataType::kFloat64: {
-      uint64_t v;
-      std::memcpy(&v, p, 8);
-      return (v & 0x7ff0000000000000ull) == 0x7ff0000000000000ull && (v & 0x000fffffffffffffull) != 0;
-    }
-    case DataType::kFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return (v & 0x7c00u) == 0x7c00u && (v & 0x03ffu) != 0;
-    }
-    case DataType::kBFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return (v & 0x7f80u) == 0x7f80u && (v & 0x007fu) != 0;
-    }
-    default:
-      return false;
+    case DataType::kFloat32: return std::isnan(bits(float{}));
+    case DataType::kFloat64: return std::isnan(bits(double{}));
+    case DataType::kFloat16: return std::isnan(chorus::kernels::HalfToFloat(bits(uint16_t{})));
+    case DataType::kBFloat16: return std::isnan(chorus::kernels::BFloat16ToFloat(bits(uint16_t{})));
+    default: return false;
   }
 }
 
