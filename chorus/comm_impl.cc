@@ -7,6 +7,7 @@
 
 #include "chorus/log.h"
 #include "chorus/transport_setup.h"
+#include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
@@ -345,7 +346,11 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   Result<kernels::cuda::DeviceGuard> on_device = kernels::cuda::DeviceGuard::Set(device.value());
   if (!on_device.ok()) return broken(on_device.status());
   std::unique_ptr<IpcDevice>& per_device = ipc_[device.value()];
-  if (!per_device) per_device = std::make_unique<IpcDevice>();
+  if (!per_device) {
+    // Loaded now, not at a first launch inside the call (kernels::cuda::LoadKernels).
+    if (Status st = kernels::cuda::LoadKernels(); !st.ok()) return broken(st);
+    per_device = std::make_unique<IpcDevice>();
+  }
   void* stream = caller_stream.value_or(nullptr);
   if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow
     if (per_device->host_form_stream.get() == nullptr) {

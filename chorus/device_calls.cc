@@ -195,6 +195,11 @@ Status DeviceCalls::Init(int device) {
   if (!init_error_.ok()) return init_error_;
   Result<cuda::DeviceGuard> on_device = cuda::DeviceGuard::Set(device);
   if (!on_device.ok()) return on_device.status();
+  // Our kernels are loaded before any gate holds a stream (LoadKernels says why).
+  if (Status st = cuda::LoadKernels(); !st.ok()) {
+    init_error_ = st.WithContext("setting up device-buffer staging");
+    return init_error_;
+  }
   auto res = std::make_unique<Resources>();
   res->device = device;
   res->executor.retire = true;
@@ -287,7 +292,9 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
         if (st.ok() && res->gate.Expired(seq)) {
           st = Status(StatusCode::kTimeout, "the caller's stream went on without this call: its gate gave up after " +
                                                 std::to_string(timeout_ms / 1000 + 10) +
-                                                " s waiting (the outputs there are not the results)");
+                                                " s waiting (the outputs there are not the results; a kernel launched "
+                                                "for the first time meanwhile waits for the whole device under CUDA's "
+                                                "lazy loading: CUDA_MODULE_LOADING=EAGER avoids that)");
         }
         res->gate.Open(seq);  // success or not: the stream goes on
         return st.ok() ? st : st.WithContext(what);

@@ -62,6 +62,15 @@ CHORUS_HD inline float BitsToFloat(uint32_t u) {
 }
 
 CHORUS_HD inline float HalfToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  // The GPU's conversion instruction for everything but inf and NaN (exact, as below;
+  // the bit-by-bit path halved fp16 reductions' speed on an H100).
+  if (((h >> 10) & 0x1Fu) != 0x1Fu) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+  }
+#endif
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t man = h & 0x3FFu;
@@ -81,6 +90,15 @@ CHORUS_HD inline float HalfToFloat(uint16_t h) {
 
 CHORUS_HD inline uint16_t FloatToHalf(float f) {
   const uint32_t x = FloatToBits(f);
+#if defined(__CUDA_ARCH__)
+  // Round to nearest even in hardware, overflow to inf, subnormals kept: what follows
+  // computes, for everything but NaN (whose payload rule is ours).
+  if ((x & 0x7FFFFFFFu) <= 0x7F800000u) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+  }
+#endif
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7FFFFFFFu;
   if (ax > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));

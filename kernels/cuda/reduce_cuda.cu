@@ -164,6 +164,33 @@ Status CheckBuffer(const char* fn, const std::string& name, const void* p, size_
 
 }  // namespace
 
+Status LoadKernels() {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  cudaError_t first = cudaSuccess;
+  auto load = [&](const void* kernel) {
+    cudaFuncAttributes a{};
+    const cudaError_t e = cudaFuncGetAttributes(&a, kernel);  // loads the kernel where it is not yet
+    if (e != cudaSuccess && first == cudaSuccess) first = e;
+  };
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    VisitDataType(static_cast<DataType>(d), [&](auto tag) {
+      using S = decltype(tag);
+      load(reinterpret_cast<const void*>(&ScaleKernel<S>));
+      for (int o = 0; o < kNumReduceOps; ++o) {
+        VisitReduceOp(static_cast<ReduceOp>(o), [&](auto fn) {
+          using Op = decltype(fn);
+          load(reinterpret_cast<const void*>(&Reduce2Kernel<S, Op>));
+          load(reinterpret_cast<const void*>(&ReduceNKernel<S, Op>));
+        });
+      }
+    });
+  }
+  if (first == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
+  return InternalError(std::string("loading chorus's CUDA kernels: ") + cudaGetErrorName(first) + ": " +
+                       cudaGetErrorString(first));
+}
+
 Status DeviceStatus() { return ProbeOnce().status; }
 int DeviceCount() { return ProbeOnce().count; }
 

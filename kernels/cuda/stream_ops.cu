@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -11,18 +12,23 @@
 namespace chorus::kernels::cuda {
 namespace {
 
-// Waits for an event or a stream by polling (cudaEventSynchronize has no timeout),
-// sleeping a little longer each time up to 200 us.
+// Waits for an event or a stream by polling (cudaEventSynchronize has no timeout):
+// without sleeping for the first kSpinUs (a staging segment's copy, a small call's
+// kernels: a sleep there costs more than the wait), then sleeping a little longer each
+// time up to 100 us.
+constexpr int64_t kSpinUs = 200;
 template <typename Query>
 Status PollUntil(Query query, Deadline deadline, const std::string& what) {
-  int sleep_us = 1;
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinUs);
+  int sleep_us = 5;
   for (;;) {
     cudaError_t e = query();
     if (e == cudaSuccess) return Status::Ok();
     if (e != cudaErrorNotReady) return CudaError(what, e);
     if (deadline.expired()) return TimeoutError(what + ": not finished by the deadline");
+    if (std::chrono::steady_clock::now() < spin_until) continue;
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    if (sleep_us < 200) sleep_us *= 2;
+    if (sleep_us < 100) sleep_us *= 2;
   }
 }
 
@@ -175,6 +181,10 @@ Result<StreamGate> StreamGate::Create() {
   CHORUS_RETURN_IF_ERROR(
       CudaError("cudaEventCreateWithFlags (stream gate)", cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
   g.last_ = e;
+  // Loaded now, not at its first launch (see LoadKernels in reduce_cuda.h).
+  cudaFuncAttributes attr{};
+  CHORUS_RETURN_IF_ERROR(CudaError("loading the stream gate kernel",
+                                   cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&GateKernel))));
   return std::move(g);
 }
 

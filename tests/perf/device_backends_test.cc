@@ -101,7 +101,9 @@ TEST(DeviceRunTest, ChorusOnDeviceBuffersChecksItsResults) {
 }
 
 TEST(DeviceRunTest, NcclSweepChecksItsResultsOrSaysWhyNot) {
-  std::vector<ProcResult> r = RunPerf("nccl", {"-b", "8", "-e", "1M", "-f", "16", "-n", "3"}, 2);
+  // --timeout 30: a rank whose peer failed (NCCL init refused one of them, say) ends
+  // with a message well inside the launcher's 90 s, instead of waiting in NCCL.
+  std::vector<ProcResult> r = RunPerf("nccl", {"--timeout", "30", "-b", "8", "-e", "1M", "-f", "16", "-n", "3"}, 2);
   for (const ProcResult& p : r) EXPECT_FALSE(p.timed_out) << p.output;
   if (!HaveGpu()) {
     EXPECT_EQ(r[0].exit_code, 1) << r[0].output;

@@ -1,21 +1,72 @@
 // Unit tests for the pure parts of chorus_perf: flags, size sweep, bus-bandwidth
 // factors, buffer shapes, the expected-value generator and the table formatting.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "tools/perf/collectives.h"
 #include "tools/perf/options.h"
 #include "tools/perf/pattern.h"
 #include "tools/perf/report.h"
+#include "tools/perf/watchdog.h"
 
 namespace chorus {
 namespace perf {
 namespace {
 
 Result<PerfOptions> Parse(std::vector<std::string> args) { return ParseFlags(args); }
+
+// Runs `body` in a child whose stderr goes to a pipe; returns (exit status, stderr).
+template <typename F>
+std::pair<int, std::string> InChild(F body) {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, "pipe failed"};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    body();
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string err;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) err.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+}
+
+TEST(WatchdogTest, ACallOutlivingItsLimitEndsTheProcessNamingIt) {
+  auto [code, err] = InChild([] {
+    Watchdog dog("rank 1");
+    Armed guard(dog, "ncclCommInitRank", std::chrono::milliseconds(1000));
+    std::this_thread::sleep_for(std::chrono::seconds(20));  // the hang (the child never gets past it)
+  });
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_NE(err.find("rank 1: ncclCommInitRank did not return within 1 s"), std::string::npos) << err;
+}
+
+TEST(WatchdogTest, CallsThatReturnInTimeAreLeftAlone) {
+  auto [code, err] = InChild([] {
+    Watchdog dog("rank 0");
+    for (int i = 0; i < 3; ++i) {
+      Armed guard(dog, "nccl AllReduce", std::chrono::milliseconds(300));
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // disarmed: nothing fires
+  });
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(err, "");
+}
 
 TEST(FlagsTest, DefaultsMatchNcclTestsHabits) {
   Result<PerfOptions> o = Parse({});

@@ -3,6 +3,8 @@
 # tools/gpu/stage.sh and carried in .gpu_bin/, 600 s at most):
 #   carry [".gpu_bin"], command "tools/gpu/gpu_check.sh"
 # In this order, each step under its own time limit, so that a hang costs one step:
+#   0. which NCCL setting runs two ranks on the one GPU (NCCL_HOSTID per rank, then with
+#      its cuMem/NVLS/P2P/SHM paths off): the first that does is used from then on
 #   1. the GPU tests: kernels vs the CPU, every collective on device buffers (CUDA IPC
 #      and staged over TCP, 2 and 3 ranks on the one GPU), stream order, misuse; the
 #      device backends of chorus_perf
@@ -16,7 +18,8 @@
 #      64-256 MiB; chorus_ipc >= 80% of the HBM limit (5 S bytes read+written per S-byte
 #      all_reduce of two ranks, at the copy bandwidth)
 #   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
-#      what time is left
+#      what time is left but a minute
+#   5. exploratory, in that last minute: chorus_ipc and chorus_tcp again under MPS
 # What comes back (at most 8 files): $OUT/summary.txt (this output), $OUT/tables.txt
 # (benchmark, side-by-side tables, bars), $OUT/logs.tgz (every log and test XML).
 # Exit != 0 when a test or a run fails (the bars are reported, not enforced).
@@ -48,7 +51,9 @@ finish() {
   wait "$tee_pid" 2>/dev/null
   exit $fail
 }
-left() { echo $((570 - (SECONDS - start))); }  # seconds left of the call, with a margin
+# Seconds the whole check may take (GPU_CHECK_SECONDS, 570 by default: a 600 s call with a margin).
+budget=${GPU_CHECK_SECONDS:-570}
+left() { echo $((budget - (SECONDS - start))); }  # seconds left of the check
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }  # a step's limit, within what is left
 
 # gtest NAME SECONDS [ENV...]: runs a carried test binary, prints its verdicts and, where
@@ -77,19 +82,12 @@ nccl_lib=${CHORUS_PERF_NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.
 echo "NCCL: ${nccl_lib:-not found}" | tee -a "$work/device.txt"
 export CHORUS_PERF_NCCL_LIB=${nccl_lib:-libnccl.so.2}
 
-echo "== 1. tests"
-gtest cuda_reduce_test 90
-gtest device_api_test 180
-gtest device_backends_test 90 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
-
-echo "== 2. kernel benchmark"
-timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }
-cat "$work/kernel_bench.txt" | tee -a "$tables"
-awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
-
-echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU"
-perf_run() {  # perf_run NAME BACKEND required|optional VAR=VALUE...: two ranks with torchrun's variables
-  local name=$1 backend=$2 required=$3 port=$((29600 + RANDOM % 300)) r pids=() bad=0 limit
+# perf_run NAME BACKEND required|optional VAR=VALUE...: two ranks with torchrun's variables
+# ($sweep: chorus_perf's sizes and counts, if not the default; $perf_timeout: its --timeout;
+# $perf_host: host buffers instead of --device)
+perf_run() {
+  local name=$1 backend=$2 required=$3 port=$((29600 + RANDOM % 300)) r pids=() bad=0 limit dev=--device
+  [ -n "${perf_host:-}" ] && dev=""
   shift 3
   limit=$(cap 90)
   if [ "$limit" -lt 20 ]; then
@@ -100,8 +98,8 @@ perf_run() {  # perf_run NAME BACKEND required|optional VAR=VALUE...: two ranks 
   fi
   for r in 0 1; do
     env LD_LIBRARY_PATH="$libs" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "${@//@RANK@/$r}" timeout "$limit" "$bin/chorus/tools/perf/chorus_perf" --backend "$backend" --device \
-      all_reduce -b 64K -e 256M -f 4 -n 20 -w 5 >"$work/perf_$name.rank$r.log" 2>&1 &
+      "${@//@RANK@/$r}" timeout "$limit" "$bin/chorus/tools/perf/chorus_perf" --backend "$backend" $dev \
+      --timeout "${perf_timeout:-60}" all_reduce ${sweep:--b 64K -e 256M -f 4 -n 20 -w 5} >"$work/perf_$name.rank$r.log" 2>&1 &
     pids+=($!)
   done
   for r in 0 1; do wait "${pids[$r]}" || bad=1; done
@@ -117,10 +115,50 @@ perf_run() {  # perf_run NAME BACKEND required|optional VAR=VALUE...: two ranks 
       { echo "$name: #wrong != 0"; fail=1; }
   fi
 }
+
+# NCCL's socket transport between two ranks on one GPU: the first of these settings
+# that runs a short sweep is used for every NCCL run below and for the tests (NCCL's
+# warnings are in the logs: NCCL_DEBUG=WARN).
+export NCCL_DEBUG=WARN
+echo "== 0. which NCCL setting runs two ranks on this GPU ($(left) s left)"
+nccl_env="" nccl_works=""
+for try in "" "NCCL_CUMEM_ENABLE=0" "NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0 NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"; do
+  # shellcheck disable=SC2086
+  perf_timeout=15 sweep="-b 64K -e 64K -n 2 -w 1" perf_run nccl_probe nccl optional NCCL_HOSTID=chorus_gpu_check_@RANK@ $try >/dev/null
+  if [ -s "$work/perf_nccl_probe.txt" ]; then
+    nccl_env=$try nccl_works=1
+    echo "NCCL runs with: ${try:-its defaults} (and NCCL_HOSTID per rank)" | tee -a "$work/device.txt"
+    break
+  fi
+  echo "NCCL with ${try:-its defaults}: $(grep -h -m1 -E 'NCCL WARN|chorus_perf:|error|failed' "$work"/perf_nccl_probe.rank*.log | head -n 1)"
+  cp "$work/perf_nccl_probe.rank0.log" "$work/nccl_probe_failed_${#try}.log" 2>/dev/null
+done
+# shellcheck disable=SC2163,SC2086
+[ -n "$nccl_env" ] && export $nccl_env
+
+echo "== 1. tests ($(left) s left)"
+gtest cuda_reduce_test 90
+gtest device_api_test 180
+gtest device_backends_test 90 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
+
+echo "== 2. kernel benchmark ($(left) s left)"
+timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }
+cat "$work/kernel_bench.txt" | tee -a "$tables"
+awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
+
+echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left)"
 perf_run chorus_ipc chorus required
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
-perf_run nccl_socket nccl required NCCL_HOSTID=chorus_gpu_check_@RANK@
+if [ -n "$nccl_works" ]; then
+  perf_run nccl_socket nccl required NCCL_HOSTID=chorus_gpu_check_@RANK@
+else
+  echo "nccl_socket: skipped, NCCL ran under none of step 0's settings (nccl_probe_failed_*.log in logs.tgz)"
+  fail=1
+  : >"$work/perf_nccl_socket.txt"
+fi
 perf_run nccl_shared nccl optional NCCL_MULTI_RANK_GPU_ENABLE=1
+# What the staged path's wire gives: the same sweep on host buffers (no GPU copies).
+perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
 grep -q 'through CUDA IPC, 0 staged' "$work/perf_chorus_ipc.rank0.log" ||
   { echo "chorus_ipc: not every call went through CUDA IPC (see its footer)"; fail=1; }
@@ -133,6 +171,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
 {
   side_by_side chorus_tcp nccl_socket | tee "$work/tcp_vs_nccl.txt"
   side_by_side chorus_ipc nccl_socket
+  side_by_side chorus_tcp chorus_host
   [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
 } | tee -a "$tables"
 
@@ -160,8 +199,8 @@ else
   memcheck() {  # memcheck NAME FILTER [sanitizer options]
     local name=$1 filter=$2 limit
     shift 2
-    limit=$(left)
-    [ "$limit" -gt 150 ] && limit=150
+    limit=$(( $(left) - 60 ))  # the last minute is step 5's
+    [ "$limit" -gt 120 ] && limit=120
     if [ "$limit" -lt 30 ]; then echo "memcheck $name: skipped, no time left"; return; fi
     TEST_TMPDIR="$tmp" timeout "$limit" "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 "$@" \
       "$bin/$name" --gtest_filter="$filter" >"$work/memcheck_$name.log" 2>&1
@@ -172,5 +211,34 @@ else
   }
   memcheck cuda_reduce_test '*HostMemory*:*NInputs*' --leak-check full
   memcheck device_api_test '*StreamOrder*:*Chained*:*SendRecv*' --target-processes all
+fi
+
+# 5. Exploratory, with what time is left: the two chorus runs again under MPS, where
+# both ranks' work shares one GPU context instead of taking turns in time slices.
+echo "== 5. chorus_ipc and chorus_tcp under MPS ($(left) s left)"
+mps=$(command -v nvidia-cuda-mps-control)
+if [ -z "$mps" ]; then
+  echo "no nvidia-cuda-mps-control: skipped"
+elif [ "$(left)" -lt 50 ]; then
+  echo "skipped, no time left"
+else
+  export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps_pipe" CUDA_MPS_LOG_DIRECTORY="$tmp/mps_log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if timeout 20 "$mps" -d; then
+    sleep 1
+    sweep="-b 64K -e 256M -f 16 -n 10 -w 3" perf_run chorus_ipc_mps chorus optional
+    sweep="-b 64K -e 256M -f 16 -n 10 -w 3" perf_run chorus_tcp_mps chorus optional CHORUS_CUDA_IPC=off
+    echo quit | timeout 20 "$mps"
+    grep -h 'device-buffer calls' "$work"/perf_chorus_*_mps.rank0.log
+    {
+      echo "# under MPS (exploratory)"
+      side_by_side chorus_ipc_mps chorus_ipc
+      side_by_side chorus_tcp_mps chorus_tcp
+    } | tee -a "$tables"
+  else
+    echo "MPS daemon did not start"
+  fi
+  cp -r "$CUDA_MPS_LOG_DIRECTORY" "$work/mps_log" 2>/dev/null
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 finish

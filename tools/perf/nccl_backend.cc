@@ -16,6 +16,7 @@
 #include "rendezvous/store_server.h"
 #include "tools/perf/backend.h"
 #include "tools/perf/nccl_lib.h"
+#include "tools/perf/watchdog.h"
 
 namespace chorus {
 namespace perf {
@@ -26,7 +27,9 @@ namespace cuda = kernels::cuda;
 class NcclBackend : public Backend {
  public:
   ~NcclBackend() override {
-    if (comm_ != nullptr) nccl_->CommDestroy(comm_);
+    if (comm_ == nullptr) return;
+    Armed guard(*dog_, "ncclCommDestroy", timeout_);
+    nccl_->CommDestroy(comm_);
   }
 
   bool accepts_device_buffers() const override { return true; }
@@ -40,6 +43,8 @@ class NcclBackend : public Backend {
     size_ = o.world_size;
     if (rank_ < 0 || size_ < 1) return InvalidArgument("nccl needs RANK and WORLD_SIZE");
     if (o.master_addr.empty() || o.master_port <= 0) return InvalidArgument("nccl needs MASTER_ADDR and MASTER_PORT");
+    timeout_ = o.timeout;
+    dog_ = std::make_unique<Watchdog>("rank " + std::to_string(rank_));
     CHORUS_RETURN_IF_ERROR(cuda::DeviceStatus());
     const char* local = std::getenv("LOCAL_RANK");
     device_ = (local ? std::atoi(local) : rank_) % std::max(1, cuda::DeviceCount());
@@ -73,6 +78,7 @@ class NcclBackend : public Backend {
       if (v->size() != sizeof(id.internal)) return InternalError("NCCL unique id of the wrong size in the store");
       std::memcpy(id.internal, v->data(), sizeof(id.internal));
     }
+    Armed guard(*dog_, "ncclCommInitRank", timeout_);
     CHORUS_RETURN_IF_ERROR(nccl_->Check(nccl_->CommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank"));
     return Status::Ok();
   }
@@ -93,23 +99,29 @@ class NcclBackend : public Backend {
   }
 
   Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
+    Armed guard(*dog_, "nccl AllReduce", timeout_);
     return Run("ncclAllReduce", nccl_->AllReduce(send, recv, count, Type(dtype), Op(op), comm_, stream_.get()));
   }
   Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) override {
+    Armed guard(*dog_, "nccl Broadcast", timeout_);
     return Run("ncclBroadcast", nccl_->Broadcast(send, recv, count, Type(dtype), root, comm_, stream_.get()));
   }
   Status Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) override {
+    Armed guard(*dog_, "nccl Reduce", timeout_);
     return Run("ncclReduce", nccl_->Reduce(send, recv, count, Type(dtype), Op(op), root, comm_, stream_.get()));
   }
   Status AllGather(const void* send, void* recv, size_t count, DataType dtype) override {
+    Armed guard(*dog_, "nccl AllGather", timeout_);
     return Run("ncclAllGather", nccl_->AllGather(send, recv, count, Type(dtype), comm_, stream_.get()));
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
+    Armed guard(*dog_, "nccl ReduceScatter", timeout_);
     return Run("ncclReduceScatter",
                nccl_->ReduceScatter(send, recv, count, Type(dtype), Op(op), comm_, stream_.get()));
   }
   Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count,
                   DataType dtype) override {
+    Armed guard(*dog_, "nccl SendRecv", timeout_);
     nccl_->GroupStart();
     nccl_->Send(send, count, Type(dtype), send_peer, comm_, stream_.get());
     nccl_->Recv(recv, count, Type(dtype), recv_peer, comm_, stream_.get());
@@ -117,6 +129,7 @@ class NcclBackend : public Backend {
   }
   // All-to-all, gather and scatter as grouped sends and receives (NCCL has no such call).
   Status AllToAll(const void* send, void* recv, size_t count, DataType dtype) override {
+    Armed guard(*dog_, "nccl AllToAll", timeout_);
     if (send == recv) return Unavailable("NCCL all_to_all has no in-place form");
     const size_t block = count * DataTypeSize(dtype);
     nccl_->GroupStart();
@@ -127,6 +140,7 @@ class NcclBackend : public Backend {
     return Run("ncclGroupEnd (all_to_all)", nccl_->GroupEnd());
   }
   Status Gather(const void* send, void* recv, size_t count, DataType dtype, int root) override {
+    Armed guard(*dog_, "nccl Gather", timeout_);
     const size_t block = count * DataTypeSize(dtype);
     nccl_->GroupStart();
     if (rank_ == root) {
@@ -144,6 +158,7 @@ class NcclBackend : public Backend {
     return cuda::Synchronize(stream_.get());
   }
   Status Scatter(const void* send, void* recv, size_t count, DataType dtype, int root) override {
+    Armed guard(*dog_, "nccl Scatter", timeout_);
     const size_t block = count * DataTypeSize(dtype);
     nccl_->GroupStart();
     if (rank_ == root) {
@@ -183,6 +198,7 @@ class NcclBackend : public Backend {
     return cuda::Synchronize(stream_.get());
   }
   Result<double> Scalar(double value, int op) {
+    Armed guard(*dog_, "ncclAllReduce of one double", timeout_);
     CHORUS_RETURN_IF_ERROR(cuda::CopyToDevice(scratch_.get(), &value, sizeof(value)));
     CHORUS_RETURN_IF_ERROR(
         Run("ncclAllReduce (double)", nccl_->AllReduce(scratch_.get(), scratch_.get(), 1, /*ncclFloat64*/ 8, op,
@@ -201,6 +217,9 @@ class NcclBackend : public Backend {
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
+  // Every NCCL call and the stream wait after it (neither has a deadline of its own).
+  std::chrono::milliseconds timeout_{std::chrono::seconds(120)};
+  std::unique_ptr<Watchdog> dog_;
 };
 
 [[maybe_unused]] const bool kRegistered = RegisterBackend("nccl", [] { return std::make_unique<NcclBackend>(); });
