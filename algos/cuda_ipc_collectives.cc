@@ -39,6 +39,8 @@ struct Offer {
   Verdicts v;
   int64_t pid = 0;  // CUDA IPC maps other processes' memory only
   uint8_t has_send = 0, has_recv = 0;
+  uint8_t mps = 0;     // this rank's GPU contexts are shared through MPS
+  uint8_t always = 0;  // this rank set CHORUS_CUDA_IPC=always
   ipc::DeviceUuid device{};
   ipc::ExportedBuffer send{}, recv{};
   ipc::ExportedEvent ready{}, mid{}, done{};
@@ -178,6 +180,7 @@ Status GatherSlices(const Context& ctx, const DeviceCall& c, const std::vector<c
 Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   Offer o;
   o.pid = getpid();
+  o.always = state.always ? 1 : 0;
   if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
     o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
   }
@@ -204,6 +207,7 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
     return o;
   }
   o.device = dev.value();
+  o.mps = kcuda::MpsEnabled() ? 1 : 0;
   for (auto [ptr, bytes, out, has] :
        {std::tuple<const void*, size_t, ipc::ExportedBuffer*, uint8_t*>{c.send, c.send_bytes, &o.send, &o.has_send},
         {c.recv, c.recv_bytes, &o.recv, &o.has_recv}}) {
@@ -236,6 +240,32 @@ Status RunPhases(const Context& ctx, const DeviceCall& c, CudaIpcState& state, c
   CHORUS_RETURN_IF_ERROR(state.done.Record(stream));
   CHORUS_RETURN_IF_ERROR(Announce(ctx, kDoneStep));
   return WaitForPeers(ctx, state, offers, &Offer::done, stream);
+}
+
+// Ranks whose GPU another rank uses too, where not all of them run under MPS: their
+// work takes turns on the GPU (the same text on every rank, from the same offers).
+// Nothing where some rank set CHORUS_CUDA_IPC=always.
+std::string TimeSliced(const std::vector<Offer>& offers) {
+  for (const Offer& o : offers) {
+    if (o.always) return "";
+  }
+  std::vector<bool> told(offers.size());
+  std::string out;
+  for (size_t p = 0; p < offers.size(); ++p) {
+    if (told[p]) continue;
+    std::string ranks = std::to_string(p);
+    bool shared = false, all_mps = offers[p].mps != 0;
+    for (size_t q = p + 1; q < offers.size(); ++q) {
+      if (std::memcmp(offers[q].device.bytes, offers[p].device.bytes, sizeof(offers[p].device.bytes)) != 0) continue;
+      told[q] = shared = true;
+      all_mps = all_mps && offers[q].mps != 0;
+      ranks += ", " + std::to_string(q);
+    }
+    if (!shared || all_mps) continue;
+    out += (out.empty() ? "" : "; ") + std::string("ranks ") + ranks + " share " + ipc::UuidText(offers[p].device) +
+           " without MPS";
+  }
+  return out;
 }
 
 }  // namespace
@@ -319,6 +349,7 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
   CHORUS_RETURN_IF_ERROR(st);
   CHORUS_RETURN_IF_ERROR(end.status());
   outcome.ran = true;
+  outcome.time_sliced = TimeSliced(offers);
   return outcome;
 }
 

@@ -50,6 +50,7 @@ struct CudaIpcState {
   transport::cuda_ipc::IpcEvent ready, mid, done;  // created by the first call
   transport::cuda_ipc::PeerMappings mappings;
   transport::cuda_ipc::PeerEvents peer_events;
+  bool always = false;  // CHORUS_CUDA_IPC=always on this rank: never report time slicing
 };
 
 // How a call went: run (enqueued), or declined by some rank (nothing was enqueued
@@ -62,6 +63,9 @@ struct IpcOutcome {
   std::string why;
   // Where it ran: a mark on the stream after the call's work (the Work waits for it).
   std::shared_ptr<kernels::cuda::StreamMark> end;
+  // Where it ran: ranks found sharing a GPU without MPS ("ranks 0 and 1 share GPU-...
+  // without MPS"; empty: none), the same text on every rank (from the offers).
+  std::string time_sliced;
 };
 
 // Runs `call` on `stream` (a cudaStream_t; null: the legacy default stream).

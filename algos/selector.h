@@ -45,7 +45,17 @@ struct DevicePlacement {
   bool all_on_this_host = false;  // every rank of the communicator shares this host
   std::string ipc_turned_off;     // non-empty: the ranks that set CHORUS_CUDA_IPC=off ("1, 3")
   std::string ipc_declined;       // non-empty: the ranks found CUDA IPC impossible, and why
+  // Non-empty: ranks that share one GPU without MPS ("ranks 0 and 1 share GPU-..."),
+  // learnt from a call that ran through CUDA IPC.
+  std::string gpu_time_sliced;
 };
+
+// Up to this many bytes a call of ranks that share a GPU without MPS is staged: their
+// processes' work takes turns on the GPU in time slices, and each CUDA IPC call waits
+// for its peers' streams across those turns (2 ranks on an H100, 2026-11-25: about
+// 0.7 ms per all_reduce up to 1 MiB through CUDA IPC, 0.07-0.56 ms staged over TCP;
+// from 4 MiB CUDA IPC was faster; under MPS CUDA IPC took 0.1 ms up to 1 MiB).
+constexpr size_t kTimeSlicedStagedMaxBytes = 1 << 20;
 
 class Selector {
  public:

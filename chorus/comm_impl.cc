@@ -329,7 +329,7 @@ Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& w
 std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io,
                                                  std::optional<void*> caller_stream) {
   std::lock_guard<std::mutex> lock(ipc_mu_);
-  const algos::DevicePlacement where{local_size_ == size_, ipc_turned_off_, ipc_declined_};
+  const algos::DevicePlacement where{local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);
@@ -350,6 +350,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     // Loaded now, not at a first launch inside the call (kernels::cuda::LoadKernels).
     if (Status st = kernels::cuda::LoadKernels(); !st.ok()) return broken(st);
     per_device = std::make_unique<IpcDevice>();
+    per_device->state.always = config_.cuda_ipc == "always";
   }
   void* stream = caller_stream.value_or(nullptr);
   if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow
@@ -380,6 +381,11 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     return std::nullopt;
   }
   device_calls_ipc_.fetch_add(1);
+  if (gpu_time_sliced_.empty() && !out.value().time_sliced.empty()) {
+    gpu_time_sliced_ = out.value().time_sliced;
+    CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": calls up to "
+                        << (algos::kTimeSlicedStagedMaxBytes >> 20) << " MiB are staged from now on (MPS avoids that)");
+  }
   return WorkUntilMark(out.value().end, config_.timeout_ms, what);
 }
 

@@ -116,6 +116,7 @@ class CommunicatorImpl {
   std::map<int, std::unique_ptr<IpcDevice>> ipc_;  // by CUDA device
   std::string ipc_declined_;    // why the ranks found CUDA IPC impossible for good (same on every rank)
   std::string ipc_turned_off_;  // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
+  std::string gpu_time_sliced_;  // ranks sharing a GPU without MPS, from the first call through CUDA IPC
   std::atomic<uint64_t> device_calls_ipc_{0};  // the staged ones: DeviceCalls::staged()
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;

@@ -35,7 +35,7 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<std::string> transport = EnvChoice(env, "CHORUS_TRANSPORT", c.transport, {"auto", "tcp", "rdma"});
   if (!transport.ok()) return transport.status();
   c.transport = transport.value();
-  Result<std::string> ipc = EnvChoice(env, "CHORUS_CUDA_IPC", c.cuda_ipc, {"auto", "off"});
+  Result<std::string> ipc = EnvChoice(env, "CHORUS_CUDA_IPC", c.cuda_ipc, {"auto", "off", "always"});
   if (!ipc.ok()) return ipc.status();
   c.cuda_ipc = ipc.value();
   if (auto v = env("CHORUS_IB_HCA")) c.ib_hca = *v;

@@ -138,6 +138,16 @@ Result<int> CurrentDeviceIndex() {
   return d;
 }
 
+bool MpsEnabled() {
+  Result<int> d = CurrentDeviceIndex();
+  int mps = 0;
+  if (!d.ok() || cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, d.value()) != cudaSuccess) {
+    cudaGetLastError();  // a driver without the attribute: unknown
+    return false;
+  }
+  return mps != 0;
+}
+
 bool IsCapturing(void* stream) {
   if (!DeviceStatus().ok()) return false;
   cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;

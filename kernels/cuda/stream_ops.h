@@ -34,6 +34,8 @@ MemoryKind PointerKind(const void* ptr);
 // The device a device buffer is on; the calling thread's current device.
 Result<int> DeviceOf(const void* ptr);
 Result<int> CurrentDeviceIndex();
+// Whether the current device's contexts are shared through MPS (false where unknown).
+bool MpsEnabled();
 // Whether `stream` is being captured into a CUDA graph.
 bool IsCapturing(void* stream);
 

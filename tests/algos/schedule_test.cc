@@ -122,6 +122,18 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   EXPECT_EQ(c.algorithm, Algorithm::kRecursiveDoubling) << c.reason;
   EXPECT_NE(c.reason.find("rank 1: no peer access"), std::string::npos) << c.reason;
 
+  // Ranks sharing a GPU without MPS: staged up to 1 MiB, CUDA IPC above.
+  DevicePlacement sliced = local;
+  sliced.gpu_time_sliced = "ranks 0, 1 share GPU-1234 without MPS";
+  c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStagedMaxBytes, 2, sliced);
+  EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
+  EXPECT_NE(c.reason.find("ranks 0, 1 share GPU-1234 without MPS"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("staging up to 1 MiB"), std::string::npos) << c.reason;
+  c = s.ChooseForDevice(Collective::kAllGather, 4096, 2, sliced);
+  EXPECT_NE(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStagedMaxBytes + 1, 2, sliced);
+  EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+
   c = s.ChooseForDevice(Collective::kAllReduce, 8, 1, local);
   EXPECT_NE(c.algorithm, Algorithm::kCudaIpc) << c.reason;
   EXPECT_STREQ(AlgorithmName(Algorithm::kCudaIpc), "cuda_ipc");

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <string>
+
 #include "chorus/env.h"
 #include "chorus/log.h"
 
@@ -54,6 +57,16 @@ void ExpectBad(const std::string& name, const std::string& value) {
   ASSERT_FALSE(c.ok()) << name << "=" << value << " was accepted";
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(c.status().message().find(name), std::string::npos) << c.status().message();
+}
+
+TEST(Config, CudaIpcTakesAutoOffAndAlways) {
+  for (const char* v : {"auto", "off", "always", "ALWAYS"}) {
+    Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC", v}}));
+    ASSERT_TRUE(c.ok()) << v << ": " << c.status().ToString();
+    std::string want = v;
+    for (char& ch : want) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    EXPECT_EQ(c->cuda_ipc, want);
+  }
 }
 
 TEST(Config, GarbageIsAnErrorNamingTheVariable) {

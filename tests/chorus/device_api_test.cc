@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/stream_ops.h"
 #include "tests/chorus/api_case.h"
 #include "tests/util/multiproc.h"
 
@@ -57,7 +58,10 @@ std::pair<bool, std::string> GpuProbe() {
 #define SKIP_WITHOUT_GPU() \
   if (auto _p = GpuProbe(); !_p.first) GTEST_SKIP() << _p.second
 
-Options TestOptions(const std::string& cuda_ipc = "auto") {
+// "always": these ranks share one GPU, where "auto" stages calls up to 1 MiB after the
+// first (SmallCallsOfRanksSharingAGpuWithoutMpsAreStaged); the tests of CUDA IPC want
+// it at every size.
+Options TestOptions(const std::string& cuda_ipc = "always") {
   Options o = testing::FileInitOptions(60000, 30000);
   o.config->cuda_ipc = cuda_ipc;
   return o;
@@ -65,7 +69,7 @@ Options TestOptions(const std::string& cuda_ipc = "auto") {
 
 // The two ways a stream-form collective runs when every rank is on this host.
 enum class Path { kCudaIpc, kStaged };
-const char* IpcSetting(Path p) { return p == Path::kCudaIpc ? "auto" : "off"; }
+const char* IpcSetting(Path p) { return p == Path::kCudaIpc ? "always" : "off"; }
 
 // The device-buffer collectives took `path` (in-place all_to_all always stages: CUDA IPC
 // declines it).
@@ -199,6 +203,45 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamCudaIpcTwoAndThreeRanks) {
   const Options o2 = TestOptions(), o3 = TestOptions();
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o2, r, 2); }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) { return ChainedAllReduces(o3, r, 3); }, {120, {}}));
+}
+
+// With CHORUS_CUDA_IPC=auto, ranks that share one GPU without MPS stage their calls up
+// to 1 MiB once a call through CUDA IPC showed it (their processes take turns on the
+// GPU); larger calls keep CUDA IPC. Under MPS every call goes through CUDA IPC.
+TEST(DeviceApiTest, SmallCallsOfRanksSharingAGpuWithoutMpsAreStaged) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions("auto");
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    const size_t small = 1000, large = (2u << 20) / 4;  // floats: 4000 bytes, 2 MiB
+    auto in = cu::DeviceBuffer::Allocate(large * 4), out = cu::DeviceBuffer::Allocate(large * 4);
+    RANK_OK(in.status());
+    RANK_OK(out.status());
+    std::vector<float> host(large, static_cast<float>(rank + 1));
+    RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), large * 4));
+    const bool mps = cu::MpsEnabled();
+    std::vector<std::pair<uint64_t, uint64_t>> paths;  // (ipc, staged) after each call
+    for (size_t count : {small, small, large, small}) {
+      RANK_OK((*comm)->AllReduce(in.value().get(), out.value().get(), count, DataType::kFloat32, ReduceOp::kSum));
+      std::vector<float> got(count);
+      RANK_OK(cu::CopyToHost(got.data(), out.value().get(), count * 4));
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(got[i] == 3.0f, "element " + std::to_string(i));
+      const TrafficCounters c = (*comm)->Counters();
+      paths.emplace_back(c.device_calls_ipc, c.device_calls_staged);
+    }
+    const std::vector<std::pair<uint64_t, uint64_t>> want =
+        mps ? std::vector<std::pair<uint64_t, uint64_t>>{{1, 0}, {2, 0}, {3, 0}, {4, 0}}
+            : std::vector<std::pair<uint64_t, uint64_t>>{{1, 0}, {1, 1}, {2, 1}, {2, 2}};
+    for (size_t k = 0; k < want.size(); ++k) {
+      RANK_CHECK(paths[k] == want[k], "after call " + std::to_string(k + 1) + " (MPS " + std::to_string(mps) +
+                                          "): ipc " + std::to_string(paths[k].first) + ", staged " +
+                                          std::to_string(paths[k].second) + "; want ipc " +
+                                          std::to_string(want[k].first) + ", staged " + std::to_string(want[k].second));
+    }
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }));
 }
 
 TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {

@@ -122,7 +122,12 @@ perf_run() {
 export NCCL_DEBUG=WARN
 echo "== 0. which NCCL setting runs two ranks on this GPU ($(left) s left)"
 nccl_env="" nccl_works=""
-for try in "" "NCCL_CUMEM_ENABLE=0" "NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0 NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"; do
+# (2026-11-25, NCCL 2.28.9 from PyTorch's wheel: the first three faulted with an illegal
+# address on NCCL's own streams right after init.)
+for try in "" "NCCL_CUMEM_ENABLE=0" \
+  "NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0 NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" \
+  "NCCL_RUNTIME_CONNECT=0 NCCL_GRAPH_REGISTER=0 NCCL_LOCAL_REGISTER=0 NCCL_PROTO=Simple NCCL_ALGO=Ring" \
+  "NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0 NCCL_RUNTIME_CONNECT=0 NCCL_GRAPH_REGISTER=0 NCCL_LOCAL_REGISTER=0 NCCL_NVLS_ENABLE=0 NCCL_PROTO=Simple NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ALLOC"; do
   # shellcheck disable=SC2086
   perf_timeout=15 sweep="-b 64K -e 64K -n 2 -w 1" perf_run nccl_probe nccl optional NCCL_HOSTID=chorus_gpu_check_@RANK@ $try >/dev/null
   if [ -s "$work/perf_nccl_probe.txt" ]; then
@@ -131,7 +136,8 @@ for try in "" "NCCL_CUMEM_ENABLE=0" "NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=
     break
   fi
   echo "NCCL with ${try:-its defaults}: $(grep -h -m1 -E 'NCCL WARN|chorus_perf:|error|failed' "$work"/perf_nccl_probe.rank*.log | head -n 1)"
-  cp "$work/perf_nccl_probe.rank0.log" "$work/nccl_probe_failed_${#try}.log" 2>/dev/null
+  tries=$((${tries:-0} + 1))
+  for r in 0 1; do cp "$work/perf_nccl_probe.rank$r.log" "$work/nccl_probe_failed_$tries.rank$r.log" 2>/dev/null; done
 done
 # shellcheck disable=SC2163,SC2086
 [ -n "$nccl_env" ] && export $nccl_env
@@ -157,8 +163,10 @@ else
   : >"$work/perf_nccl_socket.txt"
 fi
 perf_run nccl_shared nccl optional NCCL_MULTI_RANK_GPU_ENABLE=1
-# What the staged path's wire gives: the same sweep on host buffers (no GPU copies).
+# What the staged path's wire gives: the same sweep on host buffers (no GPU copies),
+# and Gloo's on the same loopback (chorus_perf carries libgloo) for scale.
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus optional
+perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run gloo_host gloo optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
 grep -q 'through CUDA IPC, 0 staged' "$work/perf_chorus_ipc.rank0.log" ||
   { echo "chorus_ipc: not every call went through CUDA IPC (see its footer)"; fail=1; }
@@ -172,6 +180,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_tcp nccl_socket | tee "$work/tcp_vs_nccl.txt"
   side_by_side chorus_ipc nccl_socket
   side_by_side chorus_tcp chorus_host
+  side_by_side chorus_host gloo_host
   [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
 } | tee -a "$tables"
 

@@ -4,6 +4,7 @@
 // (rank 0 serves it), as torchrun's variables say. The device is LOCAL_RANK modulo
 // the visible devices (0 on a one-GPU machine: several ranks then share it, which NCCL
 // allows with a distinct NCCL_HOSTID per rank or NCCL_MULTI_RANK_GPU_ENABLE=1).
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -28,6 +29,12 @@ class NcclBackend : public Backend {
  public:
   ~NcclBackend() override {
     if (comm_ == nullptr) return;
+    // After a fault on the device (sticky: the stream says so at once) NCCL's destroy
+    // waits for streams that never finish: the process ends without it.
+    if (Status st = cuda::Synchronize(stream_.get()); !st.ok()) {
+      std::fprintf(stderr, "chorus_perf: rank %d: NCCL communicator left undestroyed: %s\n", rank_, st.message().c_str());
+      return;
+    }
     Armed guard(*dog_, "ncclCommDestroy", timeout_);
     nccl_->CommDestroy(comm_);
   }

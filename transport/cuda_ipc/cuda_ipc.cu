@@ -96,6 +96,8 @@ Status SynchronizeDevice(int device) {
 
 bool Visible(const DeviceUuid& device) { return IndexOf(device) >= 0; }
 
+std::string UuidText(const DeviceUuid& device) { return UuidText(device.bytes); }
+
 Status CanReach(const DeviceUuid& device) {
   Result<int> current = kernels::cuda::CurrentDeviceIndex();
   if (!current.ok()) return current.status();

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,8 @@ bool Visible(const DeviceUuid& device);
 // Whether the current device reaches memory of `device`: it is the same GPU, or a
 // visible one with peer access. The error says why not.
 Status CanReach(const DeviceUuid& device);
+// "GPU-xxxxxxxx-...", as nvidia-smi -L shows a GPU.
+std::string UuidText(const DeviceUuid& device);
 // Waits for everything on `device` (before its interprocess events and mappings go).
 Status SynchronizeDevice(int device);
 
