@@ -41,6 +41,7 @@ struct Offer {
   uint8_t has_send = 0, has_recv = 0;
   uint8_t mps = 0;     // this rank's GPU contexts are shared through MPS
   uint8_t always = 0;  // this rank set CHORUS_CUDA_IPC=always
+  uint8_t split = 0;   // this rank set CHORUS_CUDA_IPC_ONE_GPU=split
   ipc::DeviceUuid device{};
   ipc::ExportedBuffer send{}, recv{};
   ipc::ExportedEvent ready{}, mid{}, done{};
@@ -181,6 +182,7 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   Offer o;
   o.pid = getpid();
   o.always = state.always ? 1 : 0;
+  o.split = state.split_on_one_gpu ? 1 : 0;
   if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
     o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
   }
@@ -221,6 +223,38 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
     *has = 1;
   }
   return o;
+}
+
+// Whether every rank's buffers are on one GPU and no rank asked for the split all_reduce.
+bool OneGpu(const std::vector<Offer>& offers) {
+  for (const Offer& o : offers) {
+    if (o.split || std::memcmp(o.device.bytes, offers[0].device.bytes, sizeof(o.device.bytes)) != 0) return false;
+  }
+  return true;
+}
+
+// all_reduce of ranks on one GPU: rank 0 alone reads every input and writes every
+// output in one pass (each byte read or written once: 2 n S bytes for n ranks of S
+// bytes, against (2 n + 1) S split). Splitting the work buys no parallelism on one GPU,
+// and without MPS the ranks' processes take turns on it: each cross-process wait costs
+// a turn, and here there are two (rank 0 waits for READY, the others for its DONE).
+//   rank 0: the stream waits for every peer's READY; reduce into every output; DONE
+//   others: the stream waits for rank 0's DONE   // nobody reads or writes our buffers any more
+Status RunLedByRankZero(const Context& ctx, const DeviceCall& c, CudaIpcState& state, const std::vector<Offer>& offers,
+                        const std::vector<const char*>& send, const std::vector<const char*>& recv, void* stream) {
+  const int n = ctx.size();
+  if (ctx.rank() == 0) {
+    CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::ready, stream));
+    if (c.count > 0) {
+      std::vector<const void*> in(send.begin(), send.end());
+      std::vector<void*> out(n);
+      for (int p = 0; p < n; ++p) out[p] = const_cast<char*>(recv[p]);  // peers' outputs, mapped writable
+      CHORUS_RETURN_IF_ERROR(kcuda::ReduceNToAll(c.dtype, c.op, out.data(), n, in.data(), n, c.count, stream));
+    }
+    CHORUS_RETURN_IF_ERROR(state.done.Record(stream));
+  }
+  CHORUS_RETURN_IF_ERROR(Announce(ctx, kDoneStep));
+  return ctx.rank() == 0 ? Status::Ok() : state.peer_events.StreamWait(stream, offers[0].done);
 }
 
 // Steps 3-5 of the schedule, once every rank agreed.
@@ -341,7 +375,9 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
     state.mappings.EndCall(nullptr);
     return outcome;
   }
-  Status st = RunPhases(ctx, c, state, offers, send, recv, stream);
+  Status st = c.kind == Collective::kAllReduce && OneGpu(offers)
+                  ? RunLedByRankZero(ctx, c, state, offers, send, recv, stream)
+                  : RunPhases(ctx, c, state, offers, send, recv, stream);
   // Whatever happened, what was enqueued reads the peers' buffers until this mark.
   Result<kcuda::StreamMark> end = kcuda::StreamMark::Record(stream);
   if (end.ok()) outcome.end = std::make_shared<kcuda::StreamMark>(std::move(end.value()));

@@ -15,6 +15,8 @@
 //     every peer's reduced slice from its output into ours
 //   record DONE, tell the peers; the stream waits for every peer's DONE
 //                                                 // nobody reads our buffers any more
+// all_reduce of ranks that all use one GPU: rank 0 alone reduces every input into
+// every output (RunLedByRankZero in the .cc file says why and how).
 // An event is recorded again only after every peer has made its stream wait for the
 // previous record (the messages in between order it), so one event per phase suffices.
 #pragma once
@@ -50,7 +52,8 @@ struct CudaIpcState {
   transport::cuda_ipc::IpcEvent ready, mid, done;  // created by the first call
   transport::cuda_ipc::PeerMappings mappings;
   transport::cuda_ipc::PeerEvents peer_events;
-  bool always = false;  // CHORUS_CUDA_IPC=always on this rank: never report time slicing
+  bool always = false;            // CHORUS_CUDA_IPC=always on this rank: never report time slicing
+  bool split_on_one_gpu = false;  // CHORUS_CUDA_IPC_ONE_GPU=split: all_reduce split even on one GPU
 };
 
 // How a call went: run (enqueued), or declined by some rank (nothing was enqueued

@@ -351,6 +351,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     if (Status st = kernels::cuda::LoadKernels(); !st.ok()) return broken(st);
     per_device = std::make_unique<IpcDevice>();
     per_device->state.always = config_.cuda_ipc == "always";
+    per_device->state.split_on_one_gpu = config_.cuda_ipc_one_gpu == "split";
   }
   void* stream = caller_stream.value_or(nullptr);
   if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow

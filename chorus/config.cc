@@ -38,6 +38,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<std::string> ipc = EnvChoice(env, "CHORUS_CUDA_IPC", c.cuda_ipc, {"auto", "off", "always"});
   if (!ipc.ok()) return ipc.status();
   c.cuda_ipc = ipc.value();
+  Result<std::string> one_gpu = EnvChoice(env, "CHORUS_CUDA_IPC_ONE_GPU", c.cuda_ipc_one_gpu, {"leader", "split"});
+  if (!one_gpu.ok()) return one_gpu.status();
+  c.cuda_ipc_one_gpu = one_gpu.value();
   if (auto v = env("CHORUS_IB_HCA")) c.ib_hca = *v;
   Result<int64_t> gid = EnvInt(env, "CHORUS_IB_GID_INDEX", c.ib_gid_index, -1, 1 << 16);
   if (!gid.ok()) return gid.status();

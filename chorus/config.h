@@ -42,6 +42,11 @@ struct Config {
   // algos::kTimeSlicedStagedMaxBytes), "always" (through CUDA IPC at every size) or
   // "off" (staged through host memory and the transport, like ranks on different hosts).
   std::string cuda_ipc = "auto";
+  // all_reduce through CUDA IPC of ranks that all use one GPU (CHORUS_CUDA_IPC_ONE_GPU):
+  // "leader" (rank 0 reduces every input into every output in one pass) or "split"
+  // (each rank reduces its slice, then copies the others', as across GPUs). "split" on
+  // any rank makes every rank split.
+  std::string cuda_ipc_one_gpu = "leader";
   // TCP engine: "auto" (= epoll with application progress), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.

@@ -52,11 +52,22 @@ __global__ void Reduce2Kernel(S* __restrict__ dst, const S* a, const S* b, size_
 struct Inputs {
   const void* p[kMaxInputs];
 };
+struct Outputs {
+  void* p[kMaxInputs];
+};
+
+// The stored result, divided by avg_n where > 0 (ScaleForAvg's arithmetic, so the bits
+// equal a reduction followed by ScaleForAvg).
+template <typename S>
+__device__ inline S Finish(S stored, int avg_n) {
+  return avg_n > 0 ? ScaleForAvgOne(stored, avg_n) : stored;
+}
 
 // Left to right over the n inputs, accumulating in T::Load's type (float for fp16/bf16),
-// 16 bytes per input and lane group where `vector` (every pointer 16-byte aligned).
+// 16 bytes per input and lane group where `vector` (every pointer 16-byte aligned); the
+// result goes to each of the m outputs.
 template <typename S, typename Op>
-__global__ void ReduceNKernel(S* __restrict__ dst, Inputs in, int n, size_t count, bool vector) {
+__global__ void ReduceNKernel(Outputs out, int m, Inputs in, int n, size_t count, bool vector, int avg_n) {
   using T = StorageTraits<S>;
   using A = decltype(T::Load(S()));
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -77,15 +88,16 @@ __global__ void ReduceNKernel(S* __restrict__ dst, Inputs in, int n, size_t coun
       }
       V r;
 #pragma unroll
-      for (int l = 0; l < V::kLanes; ++l) r.v[l] = T::Store(acc[l]);
-      reinterpret_cast<V*>(dst)[i] = r;
+      for (int l = 0; l < V::kLanes; ++l) r.v[l] = Finish(T::Store(acc[l]), avg_n);
+      for (int j = 0; j < m; ++j) static_cast<V*>(out.p[j])[i] = r;
     }
     done = nvec * V::kLanes;
   }
   for (size_t i = done + first; i < count; i += stride) {
     A acc = T::Load(static_cast<const S*>(in.p[0])[i]);
     for (int k = 1; k < n; ++k) acc = Op()(acc, T::Load(static_cast<const S*>(in.p[k])[i]));
-    dst[i] = T::Store(acc);
+    const S r = Finish(T::Store(acc), avg_n);
+    for (int j = 0; j < m; ++j) static_cast<S*>(out.p[j])[i] = r;
   }
 }
 
@@ -215,33 +227,57 @@ Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void*
   return Launched("reduce", dtype, count);
 }
 
-Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count, void* stream) {
+namespace {
+
+// ReduceN and ReduceNToAll: m outputs, AVG divided in the kernel where `scale_avg`.
+Status ReduceMany(const char* fn, DataType dtype, ReduceOp op, void* const* dsts, int m, const void* const* inputs,
+                  int n, size_t count, bool scale_avg, void* stream) {
   if (n < 1 || n > kMaxInputs) {
-    return InvalidArgument("cuda::ReduceN: " + std::to_string(n) + " inputs (1.." + std::to_string(kMaxInputs) + ")");
+    return InvalidArgument(std::string(fn) + ": " + std::to_string(n) + " inputs (1.." + std::to_string(kMaxInputs) +
+                           ")");
   }
-  CHORUS_RETURN_IF_ERROR(CheckCall("cuda::ReduceN", dtype, op));
+  if (m < 1 || m > kMaxInputs) {
+    return InvalidArgument(std::string(fn) + ": " + std::to_string(m) + " outputs (1.." + std::to_string(kMaxInputs) +
+                           ")");
+  }
+  CHORUS_RETURN_IF_ERROR(CheckCall(fn, dtype, op));
   if (count == 0) return Status::Ok();
-  CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::ReduceN", "dst", dst, count));
-  for (int k = 0; k < n; ++k) {
-    CHORUS_RETURN_IF_ERROR(CheckBuffer("cuda::ReduceN", "inputs[" + std::to_string(k) + "]", inputs[k], count));
-  }
+  Outputs out{};
   Inputs in{};
-  uintptr_t bits = reinterpret_cast<uintptr_t>(dst);
+  uintptr_t bits = 0;
+  for (int j = 0; j < m; ++j) {
+    CHORUS_RETURN_IF_ERROR(CheckBuffer(fn, m == 1 ? "dst" : "dsts[" + std::to_string(j) + "]", dsts[j], count));
+    out.p[j] = dsts[j];
+    bits |= reinterpret_cast<uintptr_t>(dsts[j]);
+  }
   for (int k = 0; k < n; ++k) {
+    CHORUS_RETURN_IF_ERROR(CheckBuffer(fn, "inputs[" + std::to_string(k) + "]", inputs[k], count));
     in.p[k] = inputs[k];
     bits |= reinterpret_cast<uintptr_t>(inputs[k]);
   }
   const bool vector = (bits & 15u) == 0;
+  const int avg_n = scale_avg && op == ReduceOp::kAvg ? n : 0;
   auto s = static_cast<cudaStream_t>(stream);
   VisitDataType(dtype, [&](auto tag) {
     using S = decltype(tag);
-    VisitReduceOp(op, [&](auto fn) {
-      using Op = decltype(fn);
+    VisitReduceOp(op, [&](auto fn_op) {
+      using Op = decltype(fn_op);
       const size_t work = vector ? count / Vec<S>::kLanes + 1 : count;
-      ReduceNKernel<S, Op><<<Blocks(work), kThreads, 0, s>>>(static_cast<S*>(dst), in, n, count, vector);
+      ReduceNKernel<S, Op><<<Blocks(work), kThreads, 0, s>>>(out, m, in, n, count, vector, avg_n);
     });
   });
   return Launched("reduce of " + std::to_string(n) + " inputs", dtype, count);
+}
+
+}  // namespace
+
+Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count, void* stream) {
+  return ReduceMany("cuda::ReduceN", dtype, op, &dst, 1, inputs, n, count, /*scale_avg=*/false, stream);
+}
+
+Status ReduceNToAll(DataType dtype, ReduceOp op, void* const* dsts, int m, const void* const* inputs, int n,
+                    size_t count, void* stream) {
+  return ReduceMany("cuda::ReduceNToAll", dtype, op, dsts, m, inputs, n, count, /*scale_avg=*/true, stream);
 }
 
 Status ScaleForAvg(DataType dtype, void* buf, size_t count, int n, void* stream) {

@@ -37,6 +37,12 @@ constexpr int kMaxInputs = 16;
 Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count,
                void* stream);
 
+// The same reduction written to each of the m buffers `dsts` (1 <= m <= kMaxInputs;
+// peers' buffers mapped by CUDA IPC too) in one pass: every input read once, every
+// output written once. AVG is divided by n here (the bits of ReduceN + ScaleForAvg).
+Status ReduceNToAll(DataType dtype, ReduceOp op, void* const* dsts, int m, const void* const* inputs, int n,
+                    size_t count, void* stream);
+
 // buf[i] /= n (AVG's last step), exactly as the CPU's ScaleForAvg.
 Status ScaleForAvg(DataType dtype, void* buf, size_t count, int n, void* stream);
 

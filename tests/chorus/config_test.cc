@@ -69,6 +69,14 @@ TEST(Config, CudaIpcTakesAutoOffAndAlways) {
   }
 }
 
+TEST(Config, OneGpuAllReduceTakesLeaderOrSplit) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->cuda_ipc_one_gpu, "leader");
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC_ONE_GPU", "split"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->cuda_ipc_one_gpu, "split");
+  ExpectBad("CHORUS_CUDA_IPC_ONE_GPU", "both");
+}
+
 TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_TIMEOUT", "soon");
   ExpectBad("CHORUS_TIMEOUT", "-5");

@@ -244,6 +244,24 @@ TEST(DeviceApiTest, SmallCallsOfRanksSharingAGpuWithoutMpsAreStaged) {
   }));
 }
 
+// These ranks share one GPU, so all_reduce through CUDA IPC runs led by rank 0 above;
+// CHORUS_CUDA_IPC_ONE_GPU=split runs the split one (as across GPUs), on one rank only:
+// every rank follows it.
+TEST(DeviceApiTest, SplitAllReduceOnOneGpuWhenAnyRankAsks) {
+  SKIP_WITHOUT_GPU();
+  const Options o2 = TestOptions(), o3 = TestOptions();
+  ExpectAllOk(RunRanks(2, [&](int r) {
+    Options mine = o2;
+    if (r == 1) mine.config->cuda_ipc_one_gpu = "split";
+    return RotatingOnDevice(mine, r, 2, true, 23, Path::kCudaIpc);
+  }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) {
+    Options mine = o3;
+    if (r == 0) mine.config->cuda_ipc_one_gpu = "split";
+    return ChainedAllReduces(mine, r, 3);
+  }, {120, {}}));
+}
+
 TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
   SKIP_WITHOUT_GPU();
   const Options o = TestOptions("off");

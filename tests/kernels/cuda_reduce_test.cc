@@ -133,13 +133,28 @@ TEST(CudaReduce, NInputsAndAverageScalingMatchTheCpuKernelsBitForBit) {
             ASSERT_TRUE(ScaleForAvg(t, want.data(), count, n).ok());
             ASSERT_TRUE(cu::ScaleForAvg(t, d->get(), count, n, nullptr).ok());
           }
-          ASSERT_TRUE(cu::CopyToHost(got.data(), d->get(), got.size()).ok());
-          for (size_t i = 0; i < count; ++i) {
-            const uint64_t g = LoadBits(t, got.data(), i), w = LoadBits(t, want.data(), i);
-            const bool both_nan = IsFloatType(t) && std::isnan(DecodeFloat(t, g)) && std::isnan(DecodeFloat(t, w));
-            ASSERT_TRUE(g == w || both_nan) << DataTypeName(t) << " " << ReduceOpName(op) << " n " << n << " shift "
-                                            << shift << " element " << i << ": got 0x" << std::hex << g << ", cpu 0x"
-                                            << w;
+          // ReduceNToAll: the same bits (AVG divided in the kernel) in each of three
+          // outputs, the last one shifted like the last input.
+          std::vector<cu::DeviceBuffer> outs;
+          std::vector<void*> to;
+          for (int j = 0; j < 3; ++j) {
+            auto o = cu::DeviceBuffer::Allocate(got.size() + es);
+            ASSERT_TRUE(o.ok());
+            outs.push_back(std::move(o.value()));
+            to.push_back(static_cast<char*>(outs.back().get()) + (j == 2 ? shift * es : 0));
+          }
+          ASSERT_TRUE(cu::ReduceNToAll(t, op, to.data(), 3, dp.data(), n, count, nullptr).ok());
+          for (const void* from : {static_cast<const void*>(d->get()), static_cast<const void*>(to[0]),
+                                   static_cast<const void*>(to[2])}) {
+            ASSERT_TRUE(cu::CopyToHost(got.data(), from, got.size()).ok());
+            for (size_t i = 0; i < count; ++i) {
+              const uint64_t g = LoadBits(t, got.data(), i), w = LoadBits(t, want.data(), i);
+              const bool both_nan = IsFloatType(t) && std::isnan(DecodeFloat(t, g)) && std::isnan(DecodeFloat(t, w));
+              ASSERT_TRUE(g == w || both_nan)
+                  << DataTypeName(t) << " " << ReduceOpName(op) << " n " << n << " shift " << shift << " element " << i
+                  << (from == d->get() ? " (ReduceN)" : " (ReduceNToAll)") << ": got 0x" << std::hex << g
+                  << ", cpu 0x" << w;
+            }
           }
         }
       }
@@ -162,6 +177,12 @@ TEST(CudaReduce, HostMemoryAndBadArgumentsAreNamed) {
   const void* in[1] = {d->get()};
   st = cu::ReduceN(DataType::kFloat32, ReduceOp::kSum, d->get(), in, 17, 64, nullptr);
   EXPECT_NE(st.message().find("17 inputs"), std::string::npos) << st.message();
+  void* to[1] = {d->get()};
+  st = cu::ReduceNToAll(DataType::kFloat32, ReduceOp::kSum, to, 0, in, 1, 64, nullptr);
+  EXPECT_NE(st.message().find("cuda::ReduceNToAll: 0 outputs"), std::string::npos) << st.message();
+  void* host_to[1] = {host.data()};
+  st = cu::ReduceNToAll(DataType::kFloat32, ReduceOp::kSum, host_to, 1, in, 1, 64, nullptr);
+  EXPECT_NE(st.message().find("dst is ordinary host memory"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -10,13 +10,15 @@
 #      device backends of chorus_perf
 #   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked)
 #   3. chorus_perf all_reduce on device buffers, two ranks on the one GPU, side by side:
-#        chorus_ipc   chorus through CUDA IPC (the default for ranks on one host)
+#        chorus_ipc   chorus through CUDA IPC at every size (CHORUS_CUDA_IPC=always), its
+#                     all_reduce on one GPU led by rank 0 (the default)
+#        chorus_ipc_split  the same, split (CHORUS_CUDA_IPC_ONE_GPU=split), as across GPUs
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
 #      and the three bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at
-#      64-256 MiB; chorus_ipc >= 80% of the HBM limit (5 S bytes read+written per S-byte
-#      all_reduce of two ranks, at the copy bandwidth)
+#      64-256 MiB; chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read +
+#      written per S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
 #   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
 #      what time is left but a minute
 #   5. exploratory, in that last minute: chorus_ipc and chorus_tcp again under MPS
@@ -153,7 +155,8 @@ cat "$work/kernel_bench.txt" | tee -a "$tables"
 awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
 
 echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left)"
-perf_run chorus_ipc chorus required
+perf_run chorus_ipc chorus required CHORUS_CUDA_IPC=always
+perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
 if [ -n "$nccl_works" ]; then
   perf_run nccl_socket nccl required NCCL_HOSTID=chorus_gpu_check_@RANK@
@@ -168,8 +171,10 @@ perf_run nccl_shared nccl optional NCCL_MULTI_RANK_GPU_ENABLE=1
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus optional
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run gloo_host gloo optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
-grep -q 'through CUDA IPC, 0 staged' "$work/perf_chorus_ipc.rank0.log" ||
-  { echo "chorus_ipc: not every call went through CUDA IPC (see its footer)"; fail=1; }
+for run in chorus_ipc chorus_ipc_split; do
+  grep -q 'through CUDA IPC, 0 staged' "$work/perf_$run.rank0.log" ||
+    { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
+done
 busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8}' "$work/perf_$1.txt" | sort; }  # size, out-of-place busbw
 side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   join <(busbw "$1") <(busbw "$2") | sort -n |
@@ -179,6 +184,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
 {
   side_by_side chorus_tcp nccl_socket | tee "$work/tcp_vs_nccl.txt"
   side_by_side chorus_ipc nccl_socket
+  side_by_side chorus_ipc chorus_ipc_split
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
   [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
@@ -191,10 +197,14 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'
   copy=$(awk '!/^#/ && $3 == 268435456 {print $5}' "$work/kernel_bench.txt" | median)
   echo "kernel: reduce/copy at 256 MiB, median over dtypes: ${ratio:-?} (bar >= 0.9)"
   awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_socket at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$work/tcp_vs_nccl.txt"
-  # Two ranks, S bytes each: phase 1 reads 2 x S/2 and writes S/2 per rank, phase 2
-  # copies S/2 per rank (read + write): 5 S bytes of HBM traffic; busbw = S / t.
-  busbw chorus_ipc | sort -n | awk -v copy="${copy:-0}" '$1 >= 67108864 && copy > 0 {lim = copy / 5;
-    printf "chorus_ipc at %d: busbw %s GB/s, HBM limit %.1f GB/s (copy %s GB/s / 5): %.0f%% (bar >= 80%%)\n", $1, $2, lim, copy, 100 * $2 / lim}'
+  # Two ranks, S bytes each; busbw = S / t. Led by rank 0: both inputs read, both
+  # outputs written once: 4 S bytes of HBM traffic. Split: phase 1 reads 2 x S/2 and
+  # writes S/2 per rank, phase 2 copies S/2 per rank (read + write): 5 S.
+  for run in chorus_ipc:4 chorus_ipc_split:5; do
+    busbw "${run%:*}" | sort -n | awk -v copy="${copy:-0}" -v run="${run%:*}" -v k="${run#*:}" '$1 >= 67108864 && copy > 0 {
+      lim = copy / k
+      printf "%s at %d: busbw %s GB/s, HBM limit %.1f GB/s (copy %s GB/s / %d): %.0f%% (bar >= 80%%)\n", run, $1, $2, lim, copy, k, 100 * $2 / lim}'
+  done
 } | tee -a "$tables"
 
 echo "== 4. compute-sanitizer memcheck ($(left) s left)"
@@ -235,7 +245,7 @@ else
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if timeout 20 "$mps" -d; then
     sleep 1
-    sweep="-b 64K -e 256M -f 16 -n 10 -w 3" perf_run chorus_ipc_mps chorus optional
+    sweep="-b 64K -e 256M -f 16 -n 10 -w 3" perf_run chorus_ipc_mps chorus optional CHORUS_CUDA_IPC=always
     sweep="-b 64K -e 256M -f 16 -n 10 -w 3" perf_run chorus_tcp_mps chorus optional CHORUS_CUDA_IPC=off
     echo quit | timeout 20 "$mps"
     grep -h 'device-buffer calls' "$work"/perf_chorus_*_mps.rank0.log
