@@ -193,8 +193,8 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
 echo "== bars"
 median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
 {
-  ratio=$(awk '!/^#/ && $3 == 268435456 {print $6}' "$work/kernel_bench.txt" | median)
-  copy=$(awk '!/^#/ && $3 == 268435456 {print $5}' "$work/kernel_bench.txt" | median)
+  ratio=$(awk '!/^#/ && $2 == "sum" && $3 == 268435456 {print $6}' "$work/kernel_bench.txt" | median)
+  copy=$(awk '!/^#/ && $2 == "sum" && $3 == 268435456 {print $5}' "$work/kernel_bench.txt" | median)
   echo "kernel: reduce/copy at 256 MiB, median over dtypes: ${ratio:-?} (bar >= 0.9)"
   awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_socket at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$work/tcp_vs_nccl.txt"
   # Two ranks, S bytes each; busbw = S / t. Led by rank 0: both inputs read, both

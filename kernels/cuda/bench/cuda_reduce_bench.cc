@@ -1,6 +1,9 @@
 // cuda_reduce_bench: the CUDA reduction kernel's bandwidth beside a device-to-device
 // cudaMemcpy in the same run (bytes read + written per second for both), results
-// checked against the CPU kernels (#wrong). Prints why and exits 0 with no GPU.
+// checked against the CPU kernels (#wrong). Rows "sum": two inputs into one output
+// (cuda::Reduce); rows "sum2x2": two inputs into two outputs in one pass
+// (cuda::ReduceNToAll, the one-GPU all_reduce led by rank 0). Prints why and exits 0
+// with no GPU.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -54,8 +57,8 @@ int main() {
     std::printf("# SKIPPED: %s\n", dev.message().c_str());
     return 0;
   }
-  std::printf("# %-9s %-4s %12s %10s %10s %10s %7s\n", "dtype", "op", "bytes", "reduce", "memcpy", "ratio", "#wrong");
-  std::printf("# %-9s %-4s %12s %10s %10s %10s %7s\n", "", "", "(per input)", "(GB/s)", "(GB/s)", "", "");
+  std::printf("# %-9s %-6s %12s %10s %10s %10s %7s\n", "dtype", "op", "bytes", "reduce", "memcpy", "ratio", "#wrong");
+  std::printf("# %-9s %-6s %12s %10s %10s %10s %7s\n", "", "", "(per input)", "(GB/s)", "(GB/s)", "", "");
   const DataType types[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
                             DataType::kFloat64, DataType::kInt8,    DataType::kInt32};
   for (size_t bytes : {size_t{1} << 20, size_t{16} << 20, size_t{256} << 20}) {
@@ -96,8 +99,36 @@ int main() {
       }
       const double red_gbs = 3.0 * bytes / (red.value() * 1e6);  // read a, b; write dst
       const double cpy_gbs = 2.0 * bytes / (cpy.value() * 1e6);  // read src; write dst
-      std::printf("  %-9s %-4s %12zu %10.1f %10.1f %10.2f %7zu\n", chorus::DataTypeName(t), "sum", bytes, red_gbs,
+      std::printf("  %-9s %-6s %12zu %10.1f %10.1f %10.2f %7zu\n", chorus::DataTypeName(t), "sum", bytes, red_gbs,
                   cpy_gbs, red_gbs / cpy_gbs, wrong);
+      if (bytes < (size_t{16} << 20) || (t != DataType::kFloat32 && t != DataType::kBFloat16)) continue;
+      // Two inputs into two outputs, as RunLedByRankZero does for two ranks.
+      auto e = cu::DeviceBuffer::Allocate(bytes);
+      if (!e.ok()) {
+        std::printf("# allocation of a fourth %zu bytes failed\n", bytes);
+        return 1;
+      }
+      const void* in[2] = {a->get(), b->get()};
+      void* out[2] = {d->get(), e->get()};
+      auto to_all = [&] { return cu::ReduceNToAll(t, ReduceOp::kSum, out, 2, in, 2, count, nullptr); };
+      (void)to_all();
+      auto two = cu::TimeMs(iters, to_all);
+      std::vector<unsigned char> he(bytes);
+      if (!two.ok() || !cu::CopyToHost(hd.data(), d->get(), bytes).ok() ||
+          !cu::CopyToHost(he.data(), e->get(), bytes).ok()) {
+        std::printf("# %s: %s\n", chorus::DataTypeName(t), two.status().ToString().c_str());
+        return 1;
+      }
+      wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        for (const std::vector<unsigned char>* got : {&hd, &he}) {
+          const unsigned char* g = &(*got)[i * es];
+          wrong += std::memcmp(g, &want[i * es], es) != 0 && !(IsNan(t, g) && IsNan(t, &want[i * es]));
+        }
+      }
+      const double two_gbs = 4.0 * bytes / (two.value() * 1e6);  // read a, b; write d, e
+      std::printf("  %-9s %-6s %12zu %10.1f %10.1f %10.2f %7zu\n", chorus::DataTypeName(t), "sum2x2", bytes, two_gbs,
+                  cpy_gbs, two_gbs / cpy_gbs, wrong);
     }
   }
   return 0;
