@@ -78,6 +78,9 @@ gtest() {
 {
   echo "# $(date -u +%FT%TZ) $(hostname)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || echo "nvidia-smi failed"
+  # What the host side of the staged path runs on (TCP over loopback).
+  echo "# $(uname -r); $(nproc) CPUs: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+  echo "# $(sysctl -n net.core.wmem_max net.core.rmem_max net.ipv4.tcp_wmem net.ipv4.tcp_rmem 2>/dev/null | tr '\n\t' ' ')"
 } | tee "$work/device.txt"
 nccl_lib=${CHORUS_PERF_NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
 [ -n "$nccl_lib" ] && [ -e "$nccl_lib" ] || nccl_lib=$(ldconfig -p 2>/dev/null | awk '/libnccl.so.2 /{print $NF; exit}')
