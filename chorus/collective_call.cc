@@ -24,6 +24,24 @@ std::string CallName(const CollectiveCall& call, int rank) {
   return std::string(algos::CollectiveName(call.kind)) + " on rank " + std::to_string(rank);
 }
 
+std::vector<CollectiveCall> StagingWindows(const CollectiveCall& call, size_t window_bytes) {
+  const bool elementwise = call.kind == Collective::kAllReduce || call.kind == Collective::kBroadcast ||
+                           call.kind == Collective::kReduce;
+  const size_t es = DataTypeSize(call.dtype);
+  if (!elementwise || window_bytes == 0 || call.count * es <= window_bytes) return {call};
+  const size_t per = window_bytes / es > 0 ? window_bytes / es : 1;
+  std::vector<CollectiveCall> windows;
+  for (size_t first = 0; first < call.count; first += per) {
+    CollectiveCall w = call;
+    w.count = call.count - first < per ? call.count - first : per;
+    // A buffer a rank does not use (a reduce's recv off the root) stays null.
+    if (call.send != nullptr) w.send = static_cast<const char*>(call.send) + first * es;
+    if (call.recv != nullptr) w.recv = static_cast<char*>(call.recv) + first * es;
+    windows.push_back(w);
+  }
+  return windows;
+}
+
 DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size) {
   const size_t b = call.count * DataTypeSize(call.dtype);
   const size_t all = b * static_cast<size_t>(world_size);

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "algos/collectives.h"
 #include "algos/fingerprint.h"
@@ -42,6 +43,13 @@ std::string CallName(const CollectiveCall& call, int rank);
 // The call's buffers on `rank` and the bytes it reads from send and writes to recv
 // there (0 where that rank does not use the buffer): what device buffers stage.
 DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size);
+
+// The windows a call on device buffers is staged in, one after the other: for
+// all_reduce, broadcast and reduce (element by element, so any split is the same
+// collective) pieces of at most `window_bytes` (whole elements, at least one), each with
+// its buffers advanced to its first element; the call itself otherwise (other kinds,
+// window_bytes 0, or a call no larger than one window).
+std::vector<CollectiveCall> StagingWindows(const CollectiveCall& call, size_t window_bytes);
 
 // Checks the call against the world: root, dtype, op, null buffers. The error
 // names the collective, the rank and what was wrong.

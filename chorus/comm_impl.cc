@@ -235,8 +235,8 @@ Status CommunicatorImpl::RunP2P(bool is_send, void* buf, size_t bytes, int peer,
   if (bytes == 0 || kernels::cuda::PointerKind(buf) != kernels::cuda::MemoryKind::kDevice) {
     return PostP2PHost(is_send, buf, bytes, peer, tag, std::move(what.value())).Wait();
   }
-  return device_->RunNow(P2PIo(is_send, buf, bytes), P2PRun(is_send, bytes, peer, tag, std::move(what.value())),
-                         Deadline::AfterMs(config_.timeout_ms));
+  return device_->RunNow({{P2PIo(is_send, buf, bytes), P2PRun(is_send, bytes, peer, tag, std::move(what.value()))}},
+                         config_.timeout_ms);
 }
 
 algos::Context CommunicatorImpl::NewContext(const CollectiveCall& call, algos::Algorithm algorithm) {
@@ -248,11 +248,11 @@ algos::Context CommunicatorImpl::NewContext(const CollectiveCall& call, algos::A
   return ctx;
 }
 
-Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io) {
+Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole) {
   CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
   CHORUS_RETURN_IF_ERROR(CheckUsable());
   const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_);
-  algos::Context ctx = NewContext(call, choice.algorithm);
+  algos::Context ctx = NewContext(whole, choice.algorithm);  // a window fingerprints as its whole call
   CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
                                                             << algos::AlgorithmName(choice.algorithm) << " ("
                                                             << choice.reason << ")");
@@ -284,6 +284,21 @@ Result<IoPlace> CommunicatorImpl::PlaceOf(const CollectiveCall& call, const Devi
   return place;
 }
 
+Result<StagedRuns> CommunicatorImpl::PrepareWindows(const CollectiveCall& call) {
+  StagedRuns runs;
+  for (const CollectiveCall& w : StagingWindows(call, static_cast<size_t>(config_.staging_window_bytes))) {
+    DeviceIo io = CallIo(w, rank_, size_);
+    Result<HostRun> run = Prepare(w, &io, call);
+    if (!run.ok()) {
+      // A window already prepared took a sequence number its peers will run: say so.
+      if (!runs.empty()) transport_->Abort(run.status().WithContext(CallName(call, rank_)));
+      return run.status();
+    }
+    runs.push_back({io, std::move(run.value())});
+  }
+  return runs;
+}
+
 Status CommunicatorImpl::Run(const CollectiveCall& call) {
   DeviceIo io = CallIo(call, rank_, size_);
   Result<IoPlace> place = PlaceOf(call, io);
@@ -291,38 +306,44 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
   if (place.value() == IoPlace::kDevice) {
     if (std::optional<Work> w = TryCudaIpc(call, io, std::nullopt)) return w->Wait();
   }
-  Result<HostRun> run = Prepare(call, &io);
-  if (!run.ok()) return run.status();
-  if (place.value() == IoPlace::kHost) return run.value()(call.send, call.recv, nullptr);
-  return device_->RunNow(io, run.value(), Deadline::AfterMs(config_.timeout_ms));
+  Result<StagedRuns> runs = PrepareWindows(call);
+  if (!runs.ok()) return runs.status();
+  if (place.value() == IoPlace::kDevice) return device_->RunNow(runs.value(), config_.timeout_ms);
+  for (const StagedWindow& w : runs.value()) CHORUS_RETURN_IF_ERROR(w.run(w.io.send, w.io.recv, nullptr));
+  return Status::Ok();
 }
 
 Work CommunicatorImpl::Post(const CollectiveCall& call) {
   DeviceIo io = CallIo(call, rank_, size_);
   Result<IoPlace> place = PlaceOf(call, io);
   if (!place.ok()) return Work::Failed(place.status());
-  Result<HostRun> run = Prepare(call, &io);
-  if (!run.ok()) return Work::Failed(run.status());
+  Result<StagedRuns> runs = PrepareWindows(call);
+  if (!runs.ok()) return Work::Failed(runs.status());
   auto state = std::make_shared<TaskState>(std::chrono::milliseconds(config_.timeout_ms));
   if (place.value() == IoPlace::kHost) {
-    executor_->Post([run = std::move(run.value()), call] { return run(call.send, call.recv, nullptr); }, state);
+    executor_->Post(
+        [runs = std::move(runs.value())] {
+          for (const StagedWindow& w : runs) CHORUS_RETURN_IF_ERROR(w.run(w.io.send, w.io.recv, nullptr));
+          return Status::Ok();
+        },
+        state);
   } else {
     executor_->Post(
-        [this, run = std::move(run.value()), io] {
-          return device_->RunNow(io, run, Deadline::AfterMs(config_.timeout_ms), /*on_executor=*/true);
+        [this, runs = std::move(runs.value())] {
+          return device_->RunNow(runs, config_.timeout_ms, /*on_executor=*/true);
         },
         state);
   }
   return Work(state);
 }
 
-Work CommunicatorImpl::EnqueueOn(void* stream, DeviceIo io, const std::string& what,
-                                 const std::function<Result<HostRun>(DeviceIo*)>& prepare) {
+Work CommunicatorImpl::EnqueueOn(void* stream, const DeviceIo& io, const std::string& what,
+                                 const std::function<Result<StagedRuns>()>& prepare) {
   Status st = device_->Ready(io).WithContext(what);
   if (!st.ok()) return Work::Failed(st);
-  Result<HostRun> run = prepare(&io);
-  if (!run.ok()) return Work::Failed(run.status());
-  return device_->Enqueue(stream, io, std::move(run.value()), *executor_, config_.timeout_ms, what,
+  Result<StagedRuns> runs = prepare();
+  if (!runs.ok()) return Work::Failed(runs.status());
+  return device_->Enqueue(stream, std::move(runs.value()), *executor_, config_.timeout_ms, what,
                           [this](const Status& why) { transport_->Abort(why); });
 }
 
@@ -395,7 +416,7 @@ Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
   DeviceIo io = CallIo(call, rank_, size_);
   if (Status st = CheckStreamIo(io, what); !st.ok()) return Work::Failed(st);
   if (std::optional<Work> w = TryCudaIpc(call, io, stream)) return std::move(*w);
-  return EnqueueOn(stream, io, what, [&](DeviceIo* io) { return Prepare(call, io); });
+  return EnqueueOn(stream, io, what, [&] { return PrepareWindows(call); });
 }
 
 TrafficCounters CommunicatorImpl::Counters() const {
@@ -410,8 +431,9 @@ Work CommunicatorImpl::EnqueueP2P(bool is_send, void* buf, size_t bytes, int pee
   if (!what.ok()) return Work::Failed(what.status());
   const DeviceIo io = P2PIo(is_send, buf, bytes);
   if (Status st = CheckStreamIo(io, what.value()); !st.ok()) return Work::Failed(st);
-  return EnqueueOn(stream, io, what.value(),
-                   [&](DeviceIo*) -> Result<HostRun> { return P2PRun(is_send, bytes, peer, tag, what.value()); });
+  return EnqueueOn(stream, io, what.value(), [&]() -> Result<StagedRuns> {
+    return StagedRuns{{io, P2PRun(is_send, bytes, peer, tag, what.value())}};
+  });
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {

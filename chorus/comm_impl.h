@@ -68,8 +68,13 @@ class CommunicatorImpl {
   algos::Context NewContext(const CollectiveCall& call, algos::Algorithm algorithm);
   // Validates the call, picks the algorithm, takes the sequence number; the result
   // runs the call on the buffers it is given (the caller's, or host stand-ins).
-  // Marks `io` streamed where the chosen algorithm uses the staging hooks.
-  Result<HostRun> Prepare(const CollectiveCall& call, DeviceIo* io);
+  // Marks `io` streamed where the chosen algorithm uses the staging hooks. `call` may
+  // be a window of `whole`, whose fingerprint it then carries (ranks that disagree on
+  // the whole call fail at its first window, before anything is written).
+  Result<HostRun> Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole);
+  // Prepare for each of the call's windows (StagingWindows, CHORUS_STAGING_WINDOW), in
+  // order: on every rank, whatever its buffers, so that all run the same collectives.
+  Result<StagedRuns> PrepareWindows(const CollectiveCall& call);
   // Validates a send/recv; the result describes it for errors.
   Result<std::string> CheckP2P(bool is_send, const void* buf, size_t bytes, int peer, uint32_t tag);
   Work PostP2PHost(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag, std::string what);
@@ -79,8 +84,8 @@ class CommunicatorImpl {
   Result<IoPlace> PlaceOf(const CollectiveCall& call, const DeviceIo& io) const;
   // The stream forms' common path: checks the buffers and CUDA before `prepare`
   // takes a sequence number, then enqueues.
-  Work EnqueueOn(void* stream, DeviceIo io, const std::string& what,
-                 const std::function<Result<HostRun>(DeviceIo*)>& prepare);
+  Work EnqueueOn(void* stream, const DeviceIo& io, const std::string& what,
+                 const std::function<Result<StagedRuns>()>& prepare);
   // A stream-form collective through CUDA IPC where the selector picks it and every
   // rank can (algos/cuda_ipc_collectives.h); nothing where it runs another way.
   // `caller_stream` (null: the legacy default stream) for the CUDA-stream forms; none

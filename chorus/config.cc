@@ -61,6 +61,7 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   if (auto v = env("CHORUS_ALGO")) c.algo = *v;
   for (auto [name, field] : {std::pair<const char*, int64_t*>{"CHORUS_RD_MAX_BYTES", &c.allreduce_rd_max_bytes},
                              {"CHORUS_CHUNK_BYTES", &c.chunk_bytes},
+                             {"CHORUS_STAGING_WINDOW", &c.staging_window_bytes},
                              {"CHORUS_SOCKET_BUFSIZE", &c.socket_bufsize},
                              {"CHORUS_STRIPE_MIN", &c.stripe_min_bytes},
                              {"CHORUS_IB_EAGER_BYTES", &c.ib_eager_bytes},
@@ -74,6 +75,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
     }
   }
   if (c.chunk_bytes < 4096) return InvalidArgument("CHORUS_CHUNK_BYTES must be at least 4K");
+  if (c.staging_window_bytes != 0 && c.staging_window_bytes < 4096) {
+    return InvalidArgument("CHORUS_STAGING_WINDOW must be 0 (no windows) or at least 4K");
+  }
   if (c.ib_eager_bytes < 0 || c.ib_eager_bytes > (1 << 20)) {
     return InvalidArgument("CHORUS_IB_EAGER_BYTES must be between 0 and 1M");
   }

@@ -62,6 +62,11 @@ struct Config {
   std::string algo;
   // all_reduce uses recursive doubling up to this size (CHORUS_RD_MAX_BYTES), ring above.
   int64_t allreduce_rd_max_bytes = 64 << 10;
+  // Device buffers staged through host memory: all_reduce, broadcast and reduce run in
+  // windows of at most this many bytes, one after the other, so the pinned host
+  // stand-ins stay this small whatever the call's size (CHORUS_STAGING_WINDOW; 0: one
+  // window, as large as the call). The other collectives stage whole.
+  int64_t staging_window_bytes = int64_t{64} << 20;
   // Pipelining chunk of the collectives (CHORUS_CHUNK_BYTES).
   int64_t chunk_bytes = 512 << 10;
   // Scratch memory kept for reuse per communicator (CHORUS_SCRATCH_CACHE, bytes): up to

@@ -243,8 +243,15 @@ Status DeviceCalls::Stage(Staging& s, const DeviceIo& io, const HostBuffers& hos
   return st.ok() ? done : st;
 }
 
-Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executor& executor, int64_t timeout_ms,
-                          std::string what, const std::function<void(const Status&)>& broken) {
+Status DeviceCalls::StageAll(Staging& s, const StagedRuns& windows, const HostBuffers& host, int64_t timeout_ms) {
+  for (const StagedWindow& w : windows) {
+    CHORUS_RETURN_IF_ERROR(Stage(s, w.io, host, w.run, Deadline::AfterMs(timeout_ms)));
+  }
+  return Status::Ok();
+}
+
+Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, int64_t timeout_ms, std::string what,
+                          const std::function<void(const Status&)>& broken) {
   staged_.fetch_add(1);
   FreeRetired();
   std::lock_guard<std::mutex> lock(mu_);
@@ -256,6 +263,8 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
   if (cuda::IsCapturing(stream)) {
     return fail(InvalidArgument("the stream is being captured into a CUDA graph; chorus's calls cannot be captured"));
   }
+  if (windows.empty()) return fail(InternalError("no window to stage"));
+  const DeviceIo& io = windows.front().io;  // the largest: the stand-ins' size
   // Everything runs on the buffers' device (the executor's thread has no current device of its own).
   Result<int> device = DeviceOfIo(io);
   if (!device.ok()) return fail(device.status());
@@ -280,14 +289,14 @@ Work DeviceCalls::Enqueue(void* stream, const DeviceIo& io, HostRun run, Executo
   Resources* res = res_.get();
   auto shared_mark = std::make_shared<cuda::StreamMark>(std::move(mark.value()));
   executor.Post(
-      [res, io, host = host.value(), use, run = std::move(run), shared_mark, seq, device = device.value(), timeout_ms,
-       what = std::move(what)]() {
+      [res, host = host.value(), use, windows = std::move(windows), shared_mark, seq, device = device.value(),
+       timeout_ms, what = std::move(what)]() {
         Status st = cuda::SetDevice(device);
         if (st.ok()) {
           st = shared_mark->Wait(Deadline::AfterMs(timeout_ms),
                                  "waiting for the work enqueued before it on the caller's stream");
         }
-        if (st.ok()) st = Stage(res->executor, io, host, run, Deadline::AfterMs(timeout_ms));
+        if (st.ok()) st = StageAll(res->executor, windows, host, timeout_ms);
         res->executor.Finished(use);
         if (st.ok() && res->gate.Expired(seq)) {
           st = Status(StatusCode::kTimeout, "the caller's stream went on without this call: its gate gave up after " +
@@ -322,8 +331,10 @@ Status DeviceCalls::Ready(const DeviceIo& io) {
   return Init(device.value());
 }
 
-Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline, bool on_executor) {
+Status DeviceCalls::RunNow(const StagedRuns& windows, int64_t timeout_ms, bool on_executor) {
   staged_.fetch_add(1);
+  if (windows.empty()) return InternalError("no window to stage");
+  const DeviceIo& io = windows.front().io;  // the largest: the stand-ins' size
   // On the buffers' device (the calling thread may be the executor's, with none of its own).
   Result<int> device = DeviceOfIo(io);
   if (!device.ok()) return device.status();
@@ -341,7 +352,7 @@ Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline dead
   }
   if (on_executor) {
     if (!host.ok()) return host.status();
-    Status st = Stage(res_->executor, io, host.value(), run, deadline);
+    Status st = StageAll(res_->executor, windows, host.value(), timeout_ms);
     res_->executor.Finished(use);
     return st;
   }
@@ -349,7 +360,7 @@ Status DeviceCalls::RunNow(const DeviceIo& io, const HostRun& run, Deadline dead
   std::lock_guard<std::mutex> lock(caller_mu_);
   host = res_->caller.Reserve(io, &use);  // outgrown ones are freed at once: only this lock's holder uses them
   if (!host.ok()) return host.status();
-  return Stage(res_->caller, io, host.value(), run, deadline);
+  return StageAll(res_->caller, windows, host.value(), timeout_ms);
 }
 
 }  // namespace chorus::internal

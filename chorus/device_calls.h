@@ -13,6 +13,10 @@
 // steps overlap (chorus/staging_pipeline.h): the input comes over in 2 MiB segments
 // that the algorithm waits for one by one, and each segment of the result goes back
 // as soon as it is final.
+// A large all_reduce, broadcast or reduce comes as several windows (StagedRuns, of at
+// most CHORUS_STAGING_WINDOW bytes): one mark and one gate for the call, the windows
+// staged one after the other through the same pinned stand-ins, so pinned memory
+// stays bounded by the window, not the call.
 // The gate opens on failure too (the outputs are then undefined, as with NCCL); the
 // Work carries the error, and a failed collective aborts the communicator as usual.
 //
@@ -38,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "algos/context.h"
 #include "chorus/collective_call.h"
@@ -52,6 +57,15 @@ namespace chorus::internal {
 // Runs the host operation on host stand-ins of (send, recv); `staging` is set where
 // they are streamed (DeviceIo::streamed), else null.
 using HostRun = std::function<Status(const void* send, void* recv, algos::StreamStaging* staging)>;
+
+// A call staged in windows (collective_call.h's StagingWindows), one after the other
+// through the same pinned stand-ins, sized for the first (the largest): each window's
+// buffers and its host operation. Most calls are one window.
+struct StagedWindow {
+  DeviceIo io;
+  HostRun run;
+};
+using StagedRuns = std::vector<StagedWindow>;
 
 // Where the call's buffers live. Host: every used buffer is host memory (or managed,
 // which the CPU reaches directly); device: every used buffer is device memory.
@@ -74,11 +88,12 @@ class DeviceCalls {
   DeviceCalls(const DeviceCalls&) = delete;
   DeviceCalls& operator=(const DeviceCalls&) = delete;
 
-  // The stream form (see above); `what` names the call in errors. `run` has taken
-  // the call's sequence number: when the call cannot be enqueued after all, `broken`
-  // is called with the reason (the communicator aborts: its peers wait for the call).
-  Work Enqueue(void* stream, const DeviceIo& io, HostRun run, Executor& executor, int64_t timeout_ms,
-               std::string what, const std::function<void(const Status&)>& broken);
+  // The stream form (see above), one gate for all of the call's windows (each has at
+  // most `timeout_ms`); `what` names the call in errors. The runs have taken their
+  // sequence numbers: when the call cannot be enqueued after all, `broken` is called
+  // with the reason (the communicator aborts: its peers wait for the call).
+  Work Enqueue(void* stream, StagedRuns windows, Executor& executor, int64_t timeout_ms, std::string what,
+               const std::function<void(const Status&)>& broken);
   // Sets up the CUDA resources (once, on the device of the call's buffers); the error
   // says why they cannot be.
   Status Ready(const DeviceIo& io);
@@ -86,9 +101,10 @@ class DeviceCalls {
   int device() const;
   // Calls staged so far (every form).
   uint64_t staged() const { return staged_.load(); }
-  // The host form with device buffers, on the calling thread; `on_executor` where that
-  // is the executor's (a queued host-form call: it stages with the executor's set).
-  Status RunNow(const DeviceIo& io, const HostRun& run, Deadline deadline, bool on_executor = false);
+  // The host form with device buffers, on the calling thread, each window within
+  // `timeout_ms`; `on_executor` where that is the executor's (a queued host-form call:
+  // it stages with the executor's set).
+  Status RunNow(const StagedRuns& windows, int64_t timeout_ms, bool on_executor = false);
 
  private:
   struct Staging;  // two copy streams (to the host, back) and two pinned buffers, grown on demand
@@ -101,6 +117,8 @@ class DeviceCalls {
   // thread (never the executor's), holding no lock.
   void FreeRetired();
   static Status Stage(Staging& s, const DeviceIo& io, const HostBuffers& host, const HostRun& run, Deadline deadline);
+  // Every window in turn (stops at the first error).
+  static Status StageAll(Staging& s, const StagedRuns& windows, const HostBuffers& host, int64_t timeout_ms);
 
   std::mutex mu_;         // Init, next_seq_, the gate
   std::mutex caller_mu_;  // the caller-thread staging set

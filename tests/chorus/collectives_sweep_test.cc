@@ -115,6 +115,22 @@ TEST_P(ApiSweep, EveryCollectiveAgainstTheReference) {
   }
 }
 
+// CHORUS_STAGING_WINDOW at its smallest (4 KiB): all_reduce, broadcast and reduce of
+// more than 4 KiB run as several collectives, host buffers too (every rank must split
+// a call alike, whatever its buffers), blocking and I-form, in place and not.
+TEST(ApiSweepInWindows, EveryCollectiveAgainstTheReference) {
+  Options o = FileInitOptions();
+  Config c = o.config.value_or(Config::Process());
+  c.staging_window_bytes = 4096;
+  o.config = c;
+  MultiProcOptions mp;
+  mp.timeout_seconds = 120;
+  for (const RankExit& e : RunRanks(
+           3, [&](int r) { return SweepRank(r, o); }, mp)) {
+    EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ApiSweep, ::testing::Values(1, 2, 3, 4, 5),
                          [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
 

@@ -77,6 +77,14 @@ TEST(Config, OneGpuAllReduceTakesLeaderOrSplit) {
   ExpectBad("CHORUS_CUDA_IPC_ONE_GPU", "both");
 }
 
+TEST(Config, StagingWindowIsBytesZeroOrAtLeast4K) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_window_bytes, int64_t{64} << 20);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_STAGING_WINDOW", "16M"}}))->staging_window_bytes, int64_t{16} << 20);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_STAGING_WINDOW", "0"}}))->staging_window_bytes, 0);
+  ExpectBad("CHORUS_STAGING_WINDOW", "100");
+  ExpectBad("CHORUS_STAGING_WINDOW", "lots");
+}
+
 TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_TIMEOUT", "soon");
   ExpectBad("CHORUS_TIMEOUT", "-5");

@@ -119,6 +119,19 @@ TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, true, 16, Path::kStaged); }, {120, {}}));
 }
 
+// Staged in windows of 4 KiB: a large all_reduce, broadcast or reduce runs as several
+// collectives behind one gate, through pinned stand-ins of the window's size (every
+// collective in turn, then calls chained on one stream: one gate after another).
+int ChainedAllReduces(const Options& o, int rank, int n);
+TEST(DeviceApiTest, StagedInSmallWindows) {
+  SKIP_WITHOUT_GPU();
+  Options o = TestOptions("off"), chained = TestOptions("off");
+  o.config->staging_window_bytes = 4096;
+  chained.config->staging_window_bytes = 4096;
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 31, Path::kStaged); }, {120, {}}));
+  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(chained, r, 2); }, {120, {}}));
+}
+
 // One rank turned CUDA IPC off: no rank uses it (the setting travels with the bootstrap),
 // so both stage instead of meeting each other's other schedule.
 TEST(DeviceApiTest, OneRankWithCudaIpcOffMakesEveryRankStage) {

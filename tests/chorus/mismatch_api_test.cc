@@ -54,6 +54,7 @@ struct MismatchCase {
   std::string name;
   std::vector<ApiCase> calls;  // one per rank
   bool async = false;          // I-forms instead of blocking calls
+  int64_t window = 0;          // CHORUS_STAGING_WINDOW where not 0
 };
 
 int MismatchRank(int rank, const Options& o, const MismatchCase& m) {
@@ -98,6 +99,7 @@ TEST_P(MismatchApi, ErrorNamesBothCallsBeforeTheTimeout) {
   Config c = Config::Process();
   c.timeout_ms = kTimeoutMs;
   c.connect_timeout_ms = 20000;
+  if (m.window > 0) c.staging_window_bytes = m.window;
   o.config = c;
   const auto start = std::chrono::steady_clock::now();
   std::vector<RankExit> exits =
@@ -132,6 +134,13 @@ std::vector<MismatchCase> Cases() {
       {"ReduceOpsThreeRanks",
        {Spec(C::kReduce, 1000, f32, ReduceOp::kMin, 2), Spec(C::kReduce, 1000, f32, ReduceOp::kMin, 2),
         Spec(C::kReduce, 1000, f32, ReduceOp::kAvg, 2)}},
+      // In windows of 4 KiB (1024 floats) the first two windows have the same size on
+      // both ranks: the error still names the whole calls, at the first window.
+      {"AllReduceCountsInWindows", {Spec(C::kAllReduce, 3000), Spec(C::kAllReduce, 2500)}, false, 4096},
+      {"BroadcastCountsInWindowsAsync",
+       {Spec(C::kBroadcast, 5000, f32, ReduceOp::kSum, 1), Spec(C::kBroadcast, 4500, f32, ReduceOp::kSum, 1)},
+       true,
+       4096},
   };
 }
 
