@@ -13,6 +13,7 @@
 #        chorus_ipc   chorus through CUDA IPC at every size (CHORUS_CUDA_IPC=always), its
 #                     all_reduce on one GPU led by rank 0 (the default)
 #        chorus_ipc_split  the same, split (CHORUS_CUDA_IPC_ONE_GPU=split), as across GPUs
+#        chorus_auto  chorus with its defaults (without MPS: up to 1 MiB staged, larger through CUDA IPC)
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
@@ -160,6 +161,8 @@ awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_ben
 echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left)"
 perf_run chorus_ipc chorus required CHORUS_CUDA_IPC=always
 perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
+# The defaults: on one GPU without MPS, calls up to 1 MiB staged after the first (footer).
+perf_run chorus_auto chorus required
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
 if [ -n "$nccl_works" ]; then
   perf_run nccl_socket nccl required NCCL_HOSTID=chorus_gpu_check_@RANK@
@@ -188,6 +191,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_tcp nccl_socket | tee "$work/tcp_vs_nccl.txt"
   side_by_side chorus_ipc nccl_socket
   side_by_side chorus_ipc chorus_ipc_split
+  side_by_side chorus_auto chorus_ipc
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
   [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
