@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "chorus/log.h"
 #include "chorus/staging_pipeline.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/stream_ops.h"
@@ -199,6 +200,14 @@ Status DeviceCalls::Init(int device) {
   if (Status st = cuda::LoadKernels(); !st.ok()) {
     init_error_ = st.WithContext("setting up device-buffer staging");
     return init_error_;
+  }
+  // The program's own kernels cannot be: say what a first launch behind a gate does.
+  static std::atomic<bool> warned{false};
+  if (cuda::LazyLoading() && !warned.exchange(true)) {
+    CHORUS_WARN("CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the default): a kernel launched "
+                "for the first time while a staged chorus call holds its stream waits for that call, and the call's "
+                "copies wait for the loading, until the call's timeout. Set CUDA_MODULE_LOADING=EAGER, or launch each "
+                "kernel once before the first collective on device buffers across hosts");
   }
   auto res = std::make_unique<Resources>();
   res->device = device;

@@ -1,3 +1,4 @@
+#include <cuda.h>  // types only: the driver's entry point is looked up at run time
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -146,6 +147,20 @@ bool MpsEnabled() {
     return false;
   }
   return mps != 0;
+}
+
+bool LazyLoading() {
+  if (!DeviceStatus().ok()) return false;
+  using LoadingModeFn = CUresult (*)(CUmoduleLoadingMode*);
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+  return reinterpret_cast<LoadingModeFn>(p)(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
 }
 
 bool IsCapturing(void* stream) {

@@ -36,6 +36,9 @@ Result<int> DeviceOf(const void* ptr);
 Result<int> CurrentDeviceIndex();
 // Whether the current device's contexts are shared through MPS (false where unknown).
 bool MpsEnabled();
+// Whether CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the
+// default since CUDA 12.2; false where the driver cannot say).
+bool LazyLoading();
 // Whether `stream` is being captured into a CUDA graph.
 bool IsCapturing(void* stream);
 
