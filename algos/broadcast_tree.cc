@@ -49,12 +49,9 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
   const Span all{0, count};
   const size_t nchunks = NumChunks(count, chunk_elems);
-  // Where cores are crowded, chunks of kGrantAtBytes and more all wait for the grant: a
-  // parent a call ahead of its child (back-to-back broadcasts) would otherwise park them
-  // in the child's transport, to be copied again (4 ranks on 2 cores, 1 MiB: 757 of 880
-  // messages). With cores to spare that copy is cheaper than the round trip.
-  const bool large = std::min(count, chunk_elems) * es >= kGrantAtBytes;
-  const size_t unasked = tuning.crowded_cores && large ? 0 : kUnasked;
+  // Crowded cores: a parent a call ahead of its child (back-to-back broadcasts) parked
+  // 757 of 880 messages in the child's transport (4 ranks on 2 cores, 1 MiB).
+  const size_t unasked = UnaskedChunks(tuning.crowded_cores, std::min(count, chunk_elems) * es, kUnasked);
 
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);

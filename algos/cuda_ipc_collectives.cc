@@ -115,12 +115,10 @@ std::pair<bool, bool> Reads(const DeviceCall& c, int r, int p) {
   return {false, false};
 }
 
-// dst = inputs[0] op ... op inputs[n-1] over `count` elements (AVG: then / n).
+// dst = inputs[0] op ... op inputs[n-1] over `count` elements (AVG: / n in the same pass).
 Status ReduceAll(const DeviceCall& c, void* dst, const std::vector<const void*>& inputs, size_t count, void* stream) {
   if (count == 0) return Status::Ok();
-  const int n = static_cast<int>(inputs.size());
-  CHORUS_RETURN_IF_ERROR(kcuda::ReduceN(c.dtype, c.op, dst, inputs.data(), n, count, stream));
-  return c.op == ReduceOp::kAvg ? kcuda::ScaleForAvg(c.dtype, dst, count, n, stream) : Status::Ok();
+  return kcuda::ReduceNToAll(c.dtype, c.op, &dst, 1, inputs.data(), static_cast<int>(inputs.size()), count, stream);
 }
 
 // Phase 1: read the peers' inputs (send[p], or recv[p] for a broadcast's root) and
@@ -209,7 +207,7 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
     return o;
   }
   o.device = dev.value();
-  o.mps = kcuda::MpsEnabled() ? 1 : 0;
+  o.mps = state.mps ? 1 : 0;
   for (auto [ptr, bytes, out, has] :
        {std::tuple<const void*, size_t, ipc::ExportedBuffer*, uint8_t*>{c.send, c.send_bytes, &o.send, &o.has_send},
         {c.recv, c.recv_bytes, &o.recv, &o.has_recv}}) {

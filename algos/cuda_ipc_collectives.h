@@ -54,6 +54,7 @@ struct CudaIpcState {
   transport::cuda_ipc::PeerEvents peer_events;
   bool always = false;            // CHORUS_CUDA_IPC=always on this rank: never report time slicing
   bool split_on_one_gpu = false;  // CHORUS_CUDA_IPC_ONE_GPU=split: all_reduce split even on one GPU
+  bool mps = false;               // this device's contexts are shared through MPS (asked once)
 };
 
 // How a call went: run (enqueued), or declined by some rank (nothing was enqueued

@@ -25,6 +25,14 @@ namespace chorus::algos {
 // ones go at once (a grant costs a one-way latency when the receiver comes late).
 constexpr size_t kGrantAtBytes = 256 << 10;
 
+// How many of a tree's chunks of `chunk_bytes` go before their grant: `usual`, or none
+// where some host runs more ranks than it has cores (Tuning::crowded_cores) and the
+// chunks are large: there a peer a call behind would park them in its transport, to be
+// copied again, and that copy costs more than the grant's round trip.
+inline size_t UnaskedChunks(bool crowded_cores, size_t chunk_bytes, size_t usual) {
+  return crowded_cores && chunk_bytes >= kGrantAtBytes ? 0 : usual;
+}
+
 // Sends the grant for one message to `peer` on ctx.tag(step).
 inline void Grant(const Context& ctx, PendingSends& sends, int peer, uint32_t step) {
   sends.Post(peer, step, nullptr, 0);

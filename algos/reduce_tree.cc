@@ -62,12 +62,9 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
   const size_t nchunks = NumChunks(count, chunk_elems);
   const size_t nchildren = tree.children.size();
 
-  // Where cores are crowded, chunks of kGrantAtBytes and more all wait for their grant:
-  // children a call ahead of their parent (back-to-back reduces) would otherwise park
-  // them in its transport, to be copied again (4 ranks on 2 cores, 256 KiB: 874 of 880
-  // messages at the root). With cores to spare that copy is cheaper than the round trip.
-  const bool large = std::min(count, chunk_elems) * es >= kGrantAtBytes;
-  const size_t unasked = tuning.crowded_cores && large ? 0 : kChunksInFlight;
+  // Crowded cores: children a call ahead of their parent (back-to-back reduces) parked
+  // 874 of 880 messages in the root's transport (4 ranks on 2 cores, 256 KiB).
+  const size_t unasked = UnaskedChunks(tuning.crowded_cores, std::min(count, chunk_elems) * es, kChunksInFlight);
   ChunkPool pool(chunk_elems * es, ctx.scratch);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);

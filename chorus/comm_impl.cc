@@ -209,6 +209,12 @@ namespace {
 DeviceIo P2PIo(bool is_send, void* buf, size_t bytes) {
   return is_send ? DeviceIo{buf, bytes, nullptr, 0} : DeviceIo{nullptr, 0, buf, bytes};
 }
+
+// A call's windows on host buffers, in turn (stops at the first error).
+Status RunOnHost(const StagedRuns& runs) {
+  for (const StagedWindow& w : runs) CHORUS_RETURN_IF_ERROR(w.run(w.io.send, w.io.recv, nullptr));
+  return Status::Ok();
+}
 }  // namespace
 
 HostRun CommunicatorImpl::P2PRun(bool is_send, size_t bytes, int peer, uint32_t tag, std::string what) {
@@ -309,8 +315,7 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
   Result<StagedRuns> runs = PrepareWindows(call);
   if (!runs.ok()) return runs.status();
   if (place.value() == IoPlace::kDevice) return device_->RunNow(runs.value(), config_.timeout_ms);
-  for (const StagedWindow& w : runs.value()) CHORUS_RETURN_IF_ERROR(w.run(w.io.send, w.io.recv, nullptr));
-  return Status::Ok();
+  return RunOnHost(runs.value());
 }
 
 Work CommunicatorImpl::Post(const CollectiveCall& call) {
@@ -321,12 +326,7 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
   if (!runs.ok()) return Work::Failed(runs.status());
   auto state = std::make_shared<TaskState>(std::chrono::milliseconds(config_.timeout_ms));
   if (place.value() == IoPlace::kHost) {
-    executor_->Post(
-        [runs = std::move(runs.value())] {
-          for (const StagedWindow& w : runs) CHORUS_RETURN_IF_ERROR(w.run(w.io.send, w.io.recv, nullptr));
-          return Status::Ok();
-        },
-        state);
+    executor_->Post([runs = std::move(runs.value())] { return RunOnHost(runs); }, state);
   } else {
     executor_->Post(
         [this, runs = std::move(runs.value())] {
@@ -373,6 +373,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     per_device = std::make_unique<IpcDevice>();
     per_device->state.always = config_.cuda_ipc == "always";
     per_device->state.split_on_one_gpu = config_.cuda_ipc_one_gpu == "split";
+    per_device->state.mps = kernels::cuda::MpsEnabled();
   }
   void* stream = caller_stream.value_or(nullptr);
   if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow

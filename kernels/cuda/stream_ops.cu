@@ -149,18 +149,23 @@ bool MpsEnabled() {
   return mps != 0;
 }
 
+void* DriverFunction(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
 bool LazyLoading() {
   if (!DeviceStatus().ok()) return false;
   using LoadingModeFn = CUresult (*)(CUmoduleLoadingMode*);
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    return false;
-  }
+  auto fn = reinterpret_cast<LoadingModeFn>(DriverFunction("cuModuleGetLoadingMode"));
   CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
-  return reinterpret_cast<LoadingModeFn>(p)(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
+  return fn != nullptr && fn(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
 }
 
 bool IsCapturing(void* stream) {

@@ -34,6 +34,10 @@ MemoryKind PointerKind(const void* ptr);
 // The device a device buffer is on; the calling thread's current device.
 Result<int> DeviceOf(const void* ptr);
 Result<int> CurrentDeviceIndex();
+// A CUDA driver function (the CUDA 12.0 version of `name`) looked up through the
+// runtime, so that nothing links libcuda and the library starts without a driver; null
+// where the driver lacks it.
+void* DriverFunction(const char* name);
 // Whether the current device's contexts are shared through MPS (false where unknown).
 bool MpsEnabled();
 // Whether CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the

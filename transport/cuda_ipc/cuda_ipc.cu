@@ -63,20 +63,10 @@ int IndexOf(const DeviceUuid& device) {
   return -1;
 }
 
-// cuMemGetAddressRange from the driver, looked up through the runtime: linking libcuda
-// would keep the library from starting on machines without a driver.
+// cuMemGetAddressRange from the driver (kernels::cuda::DriverFunction), looked up once.
 using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 AddressRangeFn AddressRange() {
-  static const AddressRangeFn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return static_cast<AddressRangeFn>(nullptr);
-    }
-    return reinterpret_cast<AddressRangeFn>(p);
-  }();
+  static const auto fn = reinterpret_cast<AddressRangeFn>(kernels::cuda::DriverFunction("cuMemGetAddressRange"));
   return fn;
 }
 
