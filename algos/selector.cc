@@ -104,9 +104,9 @@ Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, con
     why_not = "CHORUS_CUDA_IPC=off on rank " + where.ipc_turned_off;
   } else if (!where.ipc_declined.empty()) {
     why_not = "CUDA IPC declined: " + where.ipc_declined;
-  } else if (!where.gpu_time_sliced.empty() && bytes <= kTimeSlicedStagedMaxBytes) {
+  } else if (!where.gpu_time_sliced.empty() && !where.stream_form && bytes <= kTimeSlicedStagedMaxBytes) {
     why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
-              std::to_string(kTimeSlicedStagedMaxBytes >> 20) + " MiB";
+              std::to_string(kTimeSlicedStagedMaxBytes >> 20) + " MiB (host form)";
   } else {
     return {Algorithm::kCudaIpc, "device buffers, all " + std::to_string(world_size) +
                                      " ranks on this host: CUDA IPC (each rank reads its peers' buffers directly)"};

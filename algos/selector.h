@@ -48,13 +48,18 @@ struct DevicePlacement {
   // Non-empty: ranks that share one GPU without MPS ("ranks 0 and 1 share GPU-..."),
   // learnt from a call that ran through CUDA IPC.
   std::string gpu_time_sliced;
+  // The call is the stream form (enqueued on a CUDA stream), not the host form.
+  bool stream_form = false;
 };
 
-// Up to this many bytes a call of ranks that share a GPU without MPS is staged: their
-// processes' work takes turns on the GPU in time slices, and each CUDA IPC call waits
-// for its peers' streams across those turns (2 ranks on an H100, 2026-11-25: about
-// 0.7 ms per all_reduce up to 1 MiB through CUDA IPC, 0.07-0.56 ms staged over TCP;
-// from 4 MiB CUDA IPC was faster; under MPS CUDA IPC took 0.1 ms up to 1 MiB).
+// Up to this many bytes a host-form call of ranks that share a GPU without MPS is
+// staged: their processes' work takes turns on the GPU in time slices, and each CUDA
+// IPC call waits for its peers' streams across those turns (2 ranks on an H100,
+// 2026-11-25: about 0.7 ms per all_reduce up to 1 MiB through CUDA IPC, 0.07-0.56 ms
+// staged over TCP; from 4 MiB CUDA IPC was faster; under MPS CUDA IPC took 0.1 ms up to
+// 1 MiB). Not the stream form: there a staged call holds the caller's stream behind a
+// gate kernel that spins on the GPU, which takes whole turns from the peer's copies
+// (about 3 ms a staged all_reduce of 8 bytes, same H100, against 0.46 ms through CUDA IPC).
 constexpr size_t kTimeSlicedStagedMaxBytes = 1 << 20;
 
 class Selector {

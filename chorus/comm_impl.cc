@@ -350,7 +350,8 @@ Work CommunicatorImpl::EnqueueOn(void* stream, const DeviceIo& io, const std::st
 std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io,
                                                  std::optional<void*> caller_stream) {
   std::lock_guard<std::mutex> lock(ipc_mu_);
-  const algos::DevicePlacement where{local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_};
+  const algos::DevicePlacement where{local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_,
+                                     caller_stream.has_value()};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);

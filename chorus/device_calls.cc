@@ -26,13 +26,13 @@ std::string Where(const char* name, const void* p, cuda::MemoryKind k) {
 }
 
 // Grows `b` to at least `bytes` (at least doubling; contents not kept). The old buffer
-// goes to `retired` where given (tasks may still use it), else it is freed now.
-Status Reserve(cuda::PinnedBuffer& b, size_t bytes, std::vector<cuda::PinnedBuffer>* retired) {
+// goes to `outgrown`, never freed here (see Staging).
+Status Reserve(cuda::PinnedBuffer& b, size_t bytes, std::vector<cuda::PinnedBuffer>& outgrown) {
   if (b.bytes() >= bytes) return Status::Ok();
   Result<cuda::PinnedBuffer> n = cuda::PinnedBuffer::Allocate(std::max(bytes, 2 * b.bytes()));
   if (!n.ok() && bytes < 2 * b.bytes()) n = cuda::PinnedBuffer::Allocate(bytes);  // room for this call only
   if (!n.ok()) return n.status();
-  if (b.bytes() > 0 && retired != nullptr) retired->push_back(std::move(b));
+  if (b.bytes() > 0) outgrown.push_back(std::move(b));
   b = std::move(n.value());
   return Status::Ok();
 }
@@ -122,53 +122,30 @@ Status CheckStreamIo(const DeviceIo& io, const std::string& what) {
 }
 
 // A set of staging resources. The executor's set is used by its tasks (one at a time,
-// in order) and grown by the threads that post them: an outgrown buffer is retired with
-// the number of the last use that may still read it and freed once that use is done,
-// by a posting thread outside any lock. cudaFreeHost waits for the whole device, gates
-// included: a task freeing a buffer behind its own gate would wait for itself.
+// in order) and grown by the threads that post them; the caller's set by host-form
+// calls, one at a time. Outgrown buffers are kept until the set is destroyed, after
+// every gate opened: cudaFreeHost waits for the whole device, and a stream-form call in
+// flight holds its stream behind a gate that only its task opens, which needs the
+// device in turn (seen on an H100: the next call's free stalled both until the
+// timeout). The buffers grow by doubling, so what is kept is less than what is in use.
 struct DeviceCalls::Staging {
   cuda::CopyStream copies;  // to the host (and everything back, when not streamed)
   cuda::CopyStream back;    // streamed results back to the device
   cuda::PinnedBuffer in, out;
-  bool retire = false;                                           // the executor's set: retire, do not free
-  uint64_t uses = 0;                                             // reservations so far
-  std::atomic<uint64_t> done{0};                                 // the last use that finished
-  std::vector<std::pair<uint64_t, cuda::PinnedBuffer>> retired;  // (last use that may read it, buffer)
+  std::vector<cuda::PinnedBuffer> outgrown;
 
-  // Pinned stand-ins of at least the call's sizes, made before the call runs; `use`
-  // numbers this use (Finished(use) once done with them).
-  Result<HostBuffers> Reserve(const DeviceIo& io, uint64_t* use);
-  void Finished(uint64_t use) { done.store(use, std::memory_order_release); }
-  // The retired buffers no use reads any more (to be destroyed outside any lock).
-  std::vector<cuda::PinnedBuffer> TakeFreeable();
+  // Pinned stand-ins of at least the call's sizes, made before the call runs.
+  Result<HostBuffers> Reserve(const DeviceIo& io);
 };
 
-std::vector<cuda::PinnedBuffer> DeviceCalls::Staging::TakeFreeable() {
-  std::vector<cuda::PinnedBuffer> free;
-  const uint64_t finished = done.load(std::memory_order_acquire);
-  for (auto it = retired.begin(); it != retired.end();) {
-    if (it->first > finished) {
-      ++it;
-      continue;
-    }
-    free.push_back(std::move(it->second));
-    it = retired.erase(it);
-  }
-  return free;
-}
-
-Result<DeviceCalls::HostBuffers> DeviceCalls::Staging::Reserve(const DeviceIo& io, uint64_t* use) {
+Result<DeviceCalls::HostBuffers> DeviceCalls::Staging::Reserve(const DeviceIo& io) {
   // An input inside the output buffer (in place; all_gather's own block) is staged
   // inside the output's stand-in at the same offset, so the algorithm sees the alias.
   const auto* send = static_cast<const char*>(io.send);
   const auto* recv = static_cast<const char*>(io.recv);
   const bool aliased = io.send_bytes && io.recv_bytes && send >= recv && send + io.send_bytes <= recv + io.recv_bytes;
-  std::vector<cuda::PinnedBuffer> outgrown;
-  Status st = chorus::internal::Reserve(out, io.recv_bytes, retire ? &outgrown : nullptr);
-  if (st.ok()) st = chorus::internal::Reserve(in, aliased ? 0 : io.send_bytes, retire ? &outgrown : nullptr);
-  for (cuda::PinnedBuffer& b : outgrown) retired.emplace_back(uses, std::move(b));  // uses so far may read them
-  CHORUS_RETURN_IF_ERROR(st);
-  *use = ++uses;
+  CHORUS_RETURN_IF_ERROR(chorus::internal::Reserve(out, io.recv_bytes, outgrown));
+  CHORUS_RETURN_IF_ERROR(chorus::internal::Reserve(in, aliased ? 0 : io.send_bytes, outgrown));
   HostBuffers h;
   h.recv = io.recv_bytes ? out.get() : nullptr;
   h.send = aliased ? h.recv + (send - recv) : (io.send_bytes ? in.get() : nullptr);
@@ -211,7 +188,6 @@ Status DeviceCalls::Init(int device) {
   }
   auto res = std::make_unique<Resources>();
   res->device = device;
-  res->executor.retire = true;
   Result<cuda::StreamGate> gate = cuda::StreamGate::Create();
   Result<cuda::CopyStream> c1 = cuda::CopyStream::Create();
   Result<cuda::CopyStream> c2 = cuda::CopyStream::Create();
@@ -262,7 +238,6 @@ Status DeviceCalls::StageAll(Staging& s, const StagedRuns& windows, const HostBu
 Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, int64_t timeout_ms, std::string what,
                           const std::function<void(const Status&)>& broken) {
   staged_.fetch_add(1);
-  FreeRetired();
   std::lock_guard<std::mutex> lock(mu_);
   auto fail = [&](const Status& st) {
     Status why = st.WithContext(what);
@@ -281,10 +256,8 @@ Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, 
   if (!on_device.ok()) return fail(on_device.status());
   Status st = Init(device.value());
   if (!st.ok()) return fail(st);
-  // The pinned stand-ins are made here, not in the task: growing them there could wait
-  // for the device, gates included (see Reserve).
-  uint64_t use = 0;
-  Result<HostBuffers> host = res_->executor.Reserve(io, &use);
+  // The pinned stand-ins are made here, not in the task (which holds a gate).
+  Result<HostBuffers> host = res_->executor.Reserve(io);
   if (!host.ok()) return fail(host.status());
   Result<cuda::StreamMark> mark = cuda::StreamMark::Record(stream);
   if (!mark.ok()) return fail(mark.status());
@@ -298,7 +271,7 @@ Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, 
   Resources* res = res_.get();
   auto shared_mark = std::make_shared<cuda::StreamMark>(std::move(mark.value()));
   executor.Post(
-      [res, host = host.value(), use, windows = std::move(windows), shared_mark, seq, device = device.value(),
+      [res, host = host.value(), windows = std::move(windows), shared_mark, seq, device = device.value(),
        timeout_ms, what = std::move(what)]() {
         Status st = cuda::SetDevice(device);
         if (st.ok()) {
@@ -306,7 +279,6 @@ Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, 
                                  "waiting for the work enqueued before it on the caller's stream");
         }
         if (st.ok()) st = StageAll(res->executor, windows, host, timeout_ms);
-        res->executor.Finished(use);
         if (st.ok() && res->gate.Expired(seq)) {
           st = Status(StatusCode::kTimeout, "the caller's stream went on without this call: its gate gave up after " +
                                                 std::to_string(timeout_ms / 1000 + 10) +
@@ -322,16 +294,6 @@ Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, 
 }
 
 int DeviceCalls::device() const { return res_ ? res_->device : -1; }
-
-void DeviceCalls::FreeRetired() {
-  std::vector<cuda::PinnedBuffer> free;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (res_) free = res_->executor.TakeFreeable();
-  }
-  // Destroyed here, outside the lock: cudaFreeHost may wait for the device, and the
-  // executor's tasks (which open the gates it waits for) may need the lock.
-}
 
 Status DeviceCalls::Ready(const DeviceIo& io) {
   Result<int> device = DeviceOfIo(io);
@@ -350,24 +312,20 @@ Status DeviceCalls::RunNow(const StagedRuns& windows, int64_t timeout_ms, bool o
   Result<cuda::DeviceGuard> on_device = cuda::DeviceGuard::Set(device.value());
   if (!on_device.ok()) return on_device.status();
   Result<HostBuffers> host = HostBuffers{};
-  uint64_t use = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     CHORUS_RETURN_IF_ERROR(Init(device.value()));
     // The executor's own set (its tasks run one at a time, and stream-form calls grow it
     // under mu_ only): a queued host-form call never waits for the callers' set, whose
     // holder may be waiting for this very call on a peer.
-    if (on_executor) host = res_->executor.Reserve(io, &use);
+    if (on_executor) host = res_->executor.Reserve(io);
   }
   if (on_executor) {
     if (!host.ok()) return host.status();
-    Status st = StageAll(res_->executor, windows, host.value(), timeout_ms);
-    res_->executor.Finished(use);
-    return st;
+    return StageAll(res_->executor, windows, host.value(), timeout_ms);
   }
-  FreeRetired();
   std::lock_guard<std::mutex> lock(caller_mu_);
-  host = res_->caller.Reserve(io, &use);  // outgrown ones are freed at once: only this lock's holder uses them
+  host = res_->caller.Reserve(io);
   if (!host.ok()) return host.status();
   return StageAll(res_->caller, windows, host.value(), timeout_ms);
 }

@@ -113,9 +113,6 @@ class DeviceCalls {
     char* recv = nullptr;
   };
   Status Init(int device);  // the gate and both staging sets, on first use, on `device` (res_ set once done)
-  // Frees the executor set's outgrown buffers that no task reads any more; on a posting
-  // thread (never the executor's), holding no lock.
-  void FreeRetired();
   static Status Stage(Staging& s, const DeviceIo& io, const HostBuffers& host, const HostRun& run, Deadline deadline);
   // Every window in turn (stops at the first error).
   static Status StageAll(Staging& s, const StagedRuns& windows, const HostBuffers& host, int64_t timeout_ms);

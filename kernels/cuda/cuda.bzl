@@ -9,6 +9,10 @@ NVCC_FLAGS = " ".join([
     "-Xcompiler -fPIC,-ffp-contract=off",
     "-fmad=false",  # the same float operations as the CPU kernels: no fused multiply-add
     "-diag-suppress 2810",
+    # A kernel that uses local memory (a stack frame: an array indexed at run time, a
+    # by-value parameter struct indexed so) fails the build: per-thread copies cost
+    # whole HBM passes (ReduceNKernel's 256-byte frame cost ~100 us a launch on an H100).
+    "-Xptxas -warn-lmem-usage,-Werror",
     "-DCHORUS_KERNELS_ISA=isa_cuda",
     "-gencode arch=compute_80,code=sm_80",
     "-gencode arch=compute_90,code=sm_90",

@@ -65,9 +65,12 @@ __device__ inline S Finish(S stored, int avg_n) {
 
 // Left to right over the n inputs, accumulating in T::Load's type (float for fp16/bf16),
 // 16 bytes per input and lane group where `vector` (every pointer 16-byte aligned); the
-// result goes to each of the m outputs.
+// result goes to each of the m outputs. The pointer tables stay in the parameter bank
+// (__grid_constant__): indexed at run time, a by-value table is copied to every
+// thread's stack first.
 template <typename S, typename Op>
-__global__ void ReduceNKernel(Outputs out, int m, Inputs in, int n, size_t count, bool vector, int avg_n) {
+__global__ void ReduceNKernel(const __grid_constant__ Outputs out, int m, const __grid_constant__ Inputs in, int n,
+                              size_t count, bool vector, int avg_n) {
   using T = StorageTraits<S>;
   using A = decltype(T::Load(S()));
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;

@@ -133,6 +133,11 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   EXPECT_NE(c.algorithm, Algorithm::kCudaIpc) << c.reason;
   c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStagedMaxBytes + 1, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  // The stream form goes through CUDA IPC at every size there (a staged call's gate
+  // spins on the GPU, taking the peer's turns).
+  sliced.stream_form = true;
+  c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, sliced);
+  EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
 
   c = s.ChooseForDevice(Collective::kAllReduce, 8, 1, local);
   EXPECT_NE(c.algorithm, Algorithm::kCudaIpc) << c.reason;

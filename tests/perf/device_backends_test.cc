@@ -45,6 +45,8 @@ TEST(DeviceFlagsTest, DeviceNcclLibAndBackendNcclParse) {
   EXPECT_TRUE(o->device);
   EXPECT_EQ(o->nccl_lib, "/opt/nccl/libnccl.so.2");
   EXPECT_FALSE(ParseFlags({})->device);
+  EXPECT_FALSE(o->blocking);  // device calls in stream order unless asked
+  EXPECT_TRUE(ParseFlags({"--device", "--blocking"})->blocking);
 }
 
 TEST(NcclLibTest, AMissingLibraryIsNamedWithTheWayOut) {
@@ -87,7 +89,9 @@ TEST(DeviceRunTest, HostOnlyBackendsRefuseDeviceBuffers) {
 }
 
 TEST(DeviceRunTest, ChorusOnDeviceBuffersChecksItsResults) {
-  std::vector<ProcResult> r = RunPerf("chorus", {"--device", "-b", "8", "-e", "1M", "-f", "16", "-n", "3"}, 2);
+  // --timeout 30: a stuck call ends the ranks with its message well inside 90 s.
+  std::vector<ProcResult> r =
+      RunPerf("chorus", {"--device", "--timeout", "30", "-b", "8", "-e", "1M", "-f", "16", "-n", "3"}, 2);
   if (!HaveGpu()) {
     for (const ProcResult& p : r) {
       EXPECT_FALSE(p.timed_out);
@@ -98,6 +102,28 @@ TEST(DeviceRunTest, ChorusOnDeviceBuffersChecksItsResults) {
   }
   for (const ProcResult& p : r) EXPECT_EQ(p.exit_code, 0) << p.output;
   ExpectAllChecked(r[0]);
+}
+
+// Stream order (the default: calls enqueued, one wait a loop) and --blocking, on the
+// collectives whose chorus_perf paths differ: broadcast's root copies on the stream
+// first; reduce_scatter and gather read through the stream forms too.
+TEST(DeviceRunTest, ChorusDeviceCallsInStreamOrderAndBlockingCheckTheirResults) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU here (the refusal without one is checked above)";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"broadcast", "--root", "1"}, {"reduce_scatter"}, {"gather"},
+        {"all_reduce", "--blocking"}}) {
+    std::vector<std::string> sweep = args;
+    for (const char* a : {"--device", "--timeout", "30", "-b", "4K", "-e", "4M", "-f", "32", "-n", "4", "-w", "2"}) {
+      sweep.push_back(a);
+    }
+    std::vector<ProcResult> r = RunPerf("chorus", sweep, 2);
+    for (const ProcResult& p : r) EXPECT_EQ(p.exit_code, 0) << args[0] << "\n" << p.output;
+    ExpectAllChecked(r[0]);
+    const bool blocking = args.back() == "--blocking";
+    EXPECT_NE(r[0].output.find(blocking ? "each call waited for" : "calls enqueued in stream order"),
+              std::string::npos)
+        << r[0].output;
+  }
 }
 
 TEST(DeviceRunTest, NcclSweepChecksItsResultsOrSaysWhyNot) {

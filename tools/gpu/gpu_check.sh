@@ -3,8 +3,9 @@
 # tools/gpu/stage.sh and carried in .gpu_bin/, 600 s at most):
 #   carry [".gpu_bin"], command "tools/gpu/gpu_check.sh"
 # In this order, each step under its own time limit, so that a hang costs one step:
-#   0. which NCCL setting runs two ranks on the one GPU (NCCL_HOSTID per rank, then with
-#      its cuMem/NVLS/P2P/SHM paths off): the first that does is used from then on
+#   0. whether NCCL runs two ranks on the one GPU under PyTorch (NCCL_HOSTID per rank; no
+#      chorus code: nccl_torch_probe.py), and which NCCL setting does so in chorus_perf
+#      (then with its cuMem/NVLS/P2P/SHM paths off): the first that does is used from then on
 #   1. the GPU tests: kernels vs the CPU, every collective on device buffers (CUDA IPC
 #      and staged over TCP, 2 and 3 ranks on the one GPU), stream order, misuse; the
 #      device backends of chorus_perf
@@ -17,7 +18,8 @@
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
-#      and the three bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at
+#      (device calls in stream order, one stream wait a loop, as nccl-tests; chorus_ipc
+#      also with --blocking, each call waited for) and the three bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at
 #      64-256 MiB; chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read +
 #      written per S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
 #   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
@@ -59,6 +61,20 @@ budget=${GPU_CHECK_SECONDS:-570}
 left() { echo $((budget - (SECONDS - start))); }  # seconds left of the check
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }  # a step's limit, within what is left
 
+# reap WHAT: ends what a stopped step left running from the carried binaries (a test's
+# chorus_perf ranks, say: their gates and kernels would share the GPU with the next
+# step's measurements) and says so.
+reap() {
+  local left
+  left=$(pgrep -f "$bin/" | tr '\n' ' ')
+  [ -z "$left" ] && return
+  echo "$1 left processes running ($left): killed"
+  pkill -9 -f "$bin/"
+  sleep 1
+}
+# What else runs on the GPU (nothing should, while measuring).
+gpu_apps() { nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | grep -c . ; }
+
 # gtest NAME SECONDS [ENV...]: runs a carried test binary, prints its verdicts and, where
 # it failed, the first failure lines.
 gtest() {
@@ -68,6 +84,7 @@ gtest() {
   if [ "$limit" -lt 20 ]; then echo "$name: skipped, no time left"; fail=1; return; fi
   env "$@" TEST_TMPDIR="$tmp" timeout "$limit" "$bin/$name" --gtest_output="xml:$work/$name.xml" >"$work/$name.log" 2>&1
   local rc=$?
+  reap "$name"
   grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$work/$name.log"
   if [ $rc -ne 0 ]; then
     fail=1
@@ -105,10 +122,11 @@ perf_run() {
   for r in 0 1; do
     env LD_LIBRARY_PATH="$libs" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "${@//@RANK@/$r}" timeout "$limit" "$bin/chorus/tools/perf/chorus_perf" --backend "$backend" $dev \
-      --timeout "${perf_timeout:-60}" all_reduce ${sweep:--b 64K -e 256M -f 4 -n 20 -w 5} >"$work/perf_$name.rank$r.log" 2>&1 &
+      --timeout "${perf_timeout:-60}" all_reduce ${sweep:--b 64K -e 256M -f 4 -n 20 -w 5} ${perf_flags:-} >"$work/perf_$name.rank$r.log" 2>&1 &
     pids+=($!)
   done
   for r in 0 1; do wait "${pids[$r]}" || bad=1; done
+  reap "$name"
   cp "$work/perf_$name.rank0.log" "$work/perf_$name.txt"
   grep -v '^$' "$work/perf_$name.txt" | tail -n 12
   if [ $bad -ne 0 ]; then
@@ -127,6 +145,14 @@ perf_run() {
 # warnings are in the logs: NCCL_DEBUG=WARN).
 export NCCL_DEBUG=WARN
 echo "== 0. which NCCL setting runs two ranks on this GPU ($(left) s left)"
+# PyTorch's NCCL, no chorus code (its rows: size, time, busbw, #wrong).
+if python3 -c 'import torch' 2>/dev/null; then
+  timeout "$(cap 100)" python3 tools/gpu/nccl_torch_probe.py --timeout "$(cap 90)" >"$work/perf_nccl_torch.txt" 2>"$work/nccl_torch.log"
+  echo "torch probe exit $?" >>"$work/nccl_torch.log"
+  tee -a "$work/device.txt" <"$work/perf_nccl_torch.txt"
+else
+  echo "no PyTorch here: NCCL not probed through it" | tee "$work/perf_nccl_torch.txt"
+fi
 nccl_env="" nccl_works=""
 # (2026-11-25, NCCL 2.28.9 from PyTorch's wheel: the first three faulted with an illegal
 # address on NCCL's own streams right after init.)
@@ -151,15 +177,16 @@ done
 echo "== 1. tests ($(left) s left)"
 gtest cuda_reduce_test 90
 gtest device_api_test 180
-gtest device_backends_test 90 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
+gtest device_backends_test 150 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
 
-echo "== 2. kernel benchmark ($(left) s left)"
+echo "== 2. kernel benchmark ($(left) s left; other processes on the GPU: $(gpu_apps))"
 timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }
 cat "$work/kernel_bench.txt" | tee -a "$tables"
 awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
 
-echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left)"
+echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left; other processes on the GPU: $(gpu_apps))"
 perf_run chorus_ipc chorus required CHORUS_CUDA_IPC=always
+perf_flags=--blocking perf_run chorus_ipc_blocking chorus required CHORUS_CUDA_IPC=always
 perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
 # The defaults: on one GPU without MPS, calls up to 1 MiB staged after the first (footer).
 perf_run chorus_auto chorus required
@@ -181,7 +208,8 @@ for run in chorus_ipc chorus_ipc_split; do
   grep -q 'through CUDA IPC, 0 staged' "$work/perf_$run.rank0.log" ||
     { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
 done
-busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8}' "$work/perf_$1.txt" | sort; }  # size, out-of-place busbw
+# size, out-of-place busbw (chorus_perf's rows; perf_nccl_torch.txt rows: size time busbw #wrong)
+busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8} $1 ~ /^[0-9]+$/ && NF == 4 && $4 == 0 {print $1, $3}' "$work/perf_$1.txt" | sort; }
 side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   join <(busbw "$1") <(busbw "$2") | sort -n |
     awk -v a="$1" -v b="$2" 'BEGIN {printf "# %10s %12s %12s %8s\n", "size", a, b, a "/" b}
@@ -191,6 +219,8 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_tcp nccl_socket | tee "$work/tcp_vs_nccl.txt"
   side_by_side chorus_ipc nccl_socket
   side_by_side chorus_ipc chorus_ipc_split
+  side_by_side chorus_ipc chorus_ipc_blocking
+  side_by_side chorus_tcp nccl_torch | tee "$work/tcp_vs_torch.txt"
   side_by_side chorus_auto chorus_ipc
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
@@ -204,6 +234,7 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'
   copy=$(awk '!/^#/ && $2 == "sum" && $3 == 268435456 {print $5}' "$work/kernel_bench.txt" | median)
   echo "kernel: reduce/copy at 256 MiB, median over dtypes: ${ratio:-?} (bar >= 0.9)"
   awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_socket at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$work/tcp_vs_nccl.txt"
+  awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_torch (NCCL under PyTorch) at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$work/tcp_vs_torch.txt"
   # Two ranks, S bytes each; busbw = S / t. Led by rank 0: both inputs read, both
   # outputs written once: 4 S bytes of HBM traffic. Split: phase 1 reads 2 x S/2 and
   # writes S/2 per rank, phase 2 copies S/2 per rank (read + write): 5 S.

@@ -48,6 +48,9 @@ struct BackendOptions {
   std::string store;          // gloo: "" = TCP store at MASTER_ADDR:MASTER_PORT, else a FileStore dir
   std::string nccl_lib;       // nccl: what to dlopen ("" = libnccl.so.2)
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // per operation
+  // Device buffers in stream order (--device without --blocking): a collective on device
+  // buffers may return once enqueued on the backend's stream; Flush() waits for them.
+  bool stream_order = false;
 };
 
 class Backend {
@@ -70,6 +73,10 @@ class Backend {
   // and moves them to and from the device outside the timed loop.
   virtual bool accepts_device_buffers() const { return false; }
   virtual bool requires_device_buffers() const { return false; }
+  // Waits for every call enqueued since the last Flush (BackendOptions::stream_order)
+  // and returns the first error among them. The runner calls it after each loop of calls
+  // on device buffers, inside the timing, and before it reads results.
+  virtual Status Flush() { return Status::Ok(); }
 
   // Checked before a sweep so that an unsupported combination fails with one clear
   // message instead of mid-sweep. Called before Init as well (it must not need the

@@ -45,6 +45,7 @@ class ChorusBackend : public Backend {
     config.timeout_ms = timeout_ms;
     config.connect_timeout_ms = std::min(config.connect_timeout_ms, timeout_ms);
     algo_ = config.algo.empty() ? "auto (size-based selector)" : config.algo;
+    stream_order_ = o.stream_order;
 
     Options options;
     // An IPv6 literal needs brackets in the URL.
@@ -92,6 +93,7 @@ class ChorusBackend : public Backend {
 
   Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    if (OnStream(recv)) return Enqueue(comm_->AllReduce(send, recv, count, dtype, op, stream()));
     return comm_->AllReduce(send, recv, count, dtype, op);
   }
 
@@ -99,33 +101,40 @@ class ChorusBackend : public Backend {
     CHORUS_RETURN_IF_ERROR(Ready());
     if (comm_->rank() == root && send != recv) {
       const size_t bytes = count * DataTypeSize(dtype);
-      if (kernels::cuda::PointerKind(recv) == kernels::cuda::MemoryKind::kDevice) {  // --device
+      if (OnStream(recv)) {
+        CHORUS_RETURN_IF_ERROR(kernels::cuda::CopyDeviceToDevice(recv, send, bytes, stream().handle));
+      } else if (kernels::cuda::PointerKind(recv) == kernels::cuda::MemoryKind::kDevice) {  // --blocking
         CHORUS_RETURN_IF_ERROR(kernels::cuda::CopyDeviceToDevice(recv, send, bytes, nullptr));
         CHORUS_RETURN_IF_ERROR(kernels::cuda::Synchronize(nullptr));
       } else {
         std::memcpy(recv, send, bytes);
       }
     }
+    if (OnStream(recv)) return Enqueue(comm_->Broadcast(recv, count, dtype, root, stream()));
     return comm_->Broadcast(recv, count, dtype, root);
   }
 
   Status Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    if (OnStream(send)) return Enqueue(comm_->Reduce(send, recv, count, dtype, op, root, stream()));
     return comm_->Reduce(send, recv, count, dtype, op, root);
   }
 
   Status AllGather(const void* send, void* recv, size_t count, DataType dtype) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    if (OnStream(recv)) return Enqueue(comm_->AllGather(send, recv, count, dtype, stream()));
     return comm_->AllGather(send, recv, count, dtype);
   }
 
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    if (OnStream(recv)) return Enqueue(comm_->ReduceScatter(send, recv, count, dtype, op, stream()));
     return comm_->ReduceScatter(send, recv, count, dtype, op);
   }
 
   Status AllToAll(const void* send, void* recv, size_t count, DataType dtype) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    if (OnStream(recv)) return Enqueue(comm_->AllToAll(send, recv, count, dtype, stream()));
     return comm_->AllToAll(send, recv, count, dtype);
   }
 
@@ -152,17 +161,31 @@ class ChorusBackend : public Backend {
 
   Status Gather(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    if (OnStream(send)) return Enqueue(comm_->Gather(send, recv, count, dtype, root, stream()));
     return comm_->Gather(send, recv, count, dtype, root);
   }
 
   Status Scatter(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    if (OnStream(recv)) return Enqueue(comm_->Scatter(send, recv, count, dtype, root, stream()));
     return comm_->Scatter(send, recv, count, dtype, root);
   }
 
   Status Barrier() override {
     CHORUS_RETURN_IF_ERROR(Ready());
     return comm_->Barrier();
+  }
+
+  // Every Work enqueued since the last Flush; the first error among them.
+  Status Flush() override {
+    Status first = Status::Ok();
+    for (Work& w : pending_) {
+      Status st = w.Wait();
+      if (first.ok() && !st.ok()) first = st;
+    }
+    pending_.clear();
+    if (first.ok() && stream_.get() != nullptr) first = kernels::cuda::Synchronize(stream_.get());  // broadcast's copy
+    return first;
   }
 
   Result<double> AllReduceMaxDouble(double value) override { return Scalar(value, ReduceOp::kMax); }
@@ -176,6 +199,24 @@ class ChorusBackend : public Backend {
     return Status::Ok();
   }
 
+  // Device buffers in stream order (BackendOptions::stream_order): the stream form of
+  // the call, on this backend's stream, its Work kept for Flush().
+  bool OnStream(const void* p) const {
+    return stream_order_ && p != nullptr && kernels::cuda::PointerKind(p) == kernels::cuda::MemoryKind::kDevice;
+  }
+  CudaStream stream() {
+    if (stream_.get() == nullptr) {  // made on first use, on the device the buffers are on
+      Result<kernels::cuda::Stream> s = kernels::cuda::Stream::Create();
+      if (s.ok()) stream_ = std::move(s.value());  // else the legacy stream; still in order
+    }
+    return CudaStream{stream_.get()};
+  }
+  Status Enqueue(Work w) {
+    if (w.Test()) return w.Wait();  // refused at once (its error), or already done
+    pending_.push_back(std::move(w));
+    return Status::Ok();
+  }
+
   Result<double> Scalar(double value, ReduceOp op) {
     CHORUS_RETURN_IF_ERROR(Ready());
     double out = 0;
@@ -186,6 +227,9 @@ class ChorusBackend : public Backend {
   std::unique_ptr<Communicator> comm_;
   std::string algo_;
   std::vector<char> scratch_;
+  bool stream_order_ = false;
+  kernels::cuda::Stream stream_;
+  std::vector<Work> pending_;
 };
 
 [[maybe_unused]] const bool kRegistered = RegisterBackend("chorus", [] { return MakeChorusBackend(); });

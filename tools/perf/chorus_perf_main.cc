@@ -91,6 +91,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
+  bopts->stream_order = p.device && !p.blocking;
   Status st = backend.value()->Supports(p.coll, p.dtype, p.op);
   if (!st.ok()) {
     std::cerr << "chorus_perf: " << st.ToString() << "\n";

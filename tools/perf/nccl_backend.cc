@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/stream_ops.h"
 #include "rendezvous/store_client.h"
 #include "rendezvous/store_server.h"
 #include "tools/perf/backend.h"
@@ -51,6 +52,7 @@ class NcclBackend : public Backend {
     if (rank_ < 0 || size_ < 1) return InvalidArgument("nccl needs RANK and WORLD_SIZE");
     if (o.master_addr.empty() || o.master_port <= 0) return InvalidArgument("nccl needs MASTER_ADDR and MASTER_PORT");
     timeout_ = o.timeout;
+    stream_order_ = o.stream_order;
     dog_ = std::make_unique<Watchdog>("rank " + std::to_string(rank_));
     CHORUS_RETURN_IF_ERROR(cuda::DeviceStatus());
     const char* local = std::getenv("LOCAL_RANK");
@@ -105,30 +107,41 @@ class NcclBackend : public Backend {
     return Status::Ok();
   }
 
+  Status Flush() override {
+    Armed guard(*dog_, "the stream wait after NCCL's calls", timeout_);
+    return cuda::Synchronize(stream_.get());
+  }
+
   Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
     Armed guard(*dog_, "nccl AllReduce", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclAllReduce", send, recv));
     return Run("ncclAllReduce", nccl_->AllReduce(send, recv, count, Type(dtype), Op(op), comm_, stream_.get()));
   }
   Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     Armed guard(*dog_, "nccl Broadcast", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclBroadcast", send, recv));
     return Run("ncclBroadcast", nccl_->Broadcast(send, recv, count, Type(dtype), root, comm_, stream_.get()));
   }
   Status Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) override {
     Armed guard(*dog_, "nccl Reduce", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclReduce", send, recv));
     return Run("ncclReduce", nccl_->Reduce(send, recv, count, Type(dtype), Op(op), root, comm_, stream_.get()));
   }
   Status AllGather(const void* send, void* recv, size_t count, DataType dtype) override {
     Armed guard(*dog_, "nccl AllGather", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclAllGather", send, recv));
     return Run("ncclAllGather", nccl_->AllGather(send, recv, count, Type(dtype), comm_, stream_.get()));
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
     Armed guard(*dog_, "nccl ReduceScatter", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclReduceScatter", send, recv));
     return Run("ncclReduceScatter",
                nccl_->ReduceScatter(send, recv, count, Type(dtype), Op(op), comm_, stream_.get()));
   }
   Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count,
                   DataType dtype) override {
     Armed guard(*dog_, "nccl SendRecv", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclSendRecv", send, recv));
     nccl_->GroupStart();
     nccl_->Send(send, count, Type(dtype), send_peer, comm_, stream_.get());
     nccl_->Recv(recv, count, Type(dtype), recv_peer, comm_, stream_.get());
@@ -137,6 +150,7 @@ class NcclBackend : public Backend {
   // All-to-all, gather and scatter as grouped sends and receives (NCCL has no such call).
   Status AllToAll(const void* send, void* recv, size_t count, DataType dtype) override {
     Armed guard(*dog_, "nccl AllToAll", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclAllToAll", send, recv));
     if (send == recv) return Unavailable("NCCL all_to_all has no in-place form");
     const size_t block = count * DataTypeSize(dtype);
     nccl_->GroupStart();
@@ -148,6 +162,7 @@ class NcclBackend : public Backend {
   }
   Status Gather(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     Armed guard(*dog_, "nccl Gather", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclGather", send, recv));
     const size_t block = count * DataTypeSize(dtype);
     nccl_->GroupStart();
     if (rank_ == root) {
@@ -162,10 +177,11 @@ class NcclBackend : public Backend {
     char* own = static_cast<char*>(recv) + root * block;
     if (rank_ != root || send == own) return Status::Ok();
     CHORUS_RETURN_IF_ERROR(cuda::CopyDeviceToDevice(own, send, block, stream_.get()));
-    return cuda::Synchronize(stream_.get());
+    return Drained();
   }
   Status Scatter(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     Armed guard(*dog_, "nccl Scatter", timeout_);
+    CHORUS_RETURN_IF_ERROR(OnDevice("ncclScatter", send, recv));
     const size_t block = count * DataTypeSize(dtype);
     nccl_->GroupStart();
     if (rank_ == root) {
@@ -180,7 +196,7 @@ class NcclBackend : public Backend {
     const char* own = static_cast<const char*>(send) + root * block;
     if (rank_ != root || recv == own) return Status::Ok();
     CHORUS_RETURN_IF_ERROR(cuda::CopyDeviceToDevice(recv, own, block, stream_.get()));
-    return cuda::Synchronize(stream_.get());
+    return Drained();
   }
 
   Status Barrier() override { return AllReduceMaxDouble(0).status(); }
@@ -199,17 +215,36 @@ class NcclBackend : public Backend {
     NcclRedOp(op, &v);
     return v;
   }
-  // The call's result, then the stream drained: the harness's calls are blocking.
+  // NCCL reads every pointer as device memory: a host pointer faults the device, and the
+  // fault poisons every later CUDA call of the process. Refused here instead, naming the
+  // buffer (checked once per pair of pointers; null = not significant on this rank).
+  Status OnDevice(const char* what, const void* send, const void* recv) {
+    if (send == checked_.first && recv == checked_.second) return Status::Ok();
+    for (auto [p, name] : {std::pair<const void*, const char*>{send, "send"}, {recv, "recv"}}) {
+      if (p == nullptr) continue;
+      const cuda::MemoryKind k = cuda::PointerKind(p);
+      if (k != cuda::MemoryKind::kDevice && k != cuda::MemoryKind::kManaged) {
+        return InvalidArgument(std::string(what) + " on rank " + std::to_string(rank_) + ": the " + name +
+                               " buffer is " + cuda::MemoryKindName(k) + " memory; NCCL takes device buffers only");
+      }
+    }
+    checked_ = {send, recv};
+    return Status::Ok();
+  }
+  // The call's result; then, unless calls go in stream order (Flush waits for them),
+  // the stream drained.
   Status Run(const char* what, NcclResult r) {
     CHORUS_RETURN_IF_ERROR(nccl_->Check(r, what));
-    return cuda::Synchronize(stream_.get());
+    return Drained();
   }
+  Status Drained() { return stream_order_ ? Status::Ok() : cuda::Synchronize(stream_.get()); }
   Result<double> Scalar(double value, int op) {
     Armed guard(*dog_, "ncclAllReduce of one double", timeout_);
     CHORUS_RETURN_IF_ERROR(cuda::CopyToDevice(scratch_.get(), &value, sizeof(value)));
-    CHORUS_RETURN_IF_ERROR(
-        Run("ncclAllReduce (double)", nccl_->AllReduce(scratch_.get(), scratch_.get(), 1, /*ncclFloat64*/ 8, op,
-                                                       comm_, stream_.get())));
+    CHORUS_RETURN_IF_ERROR(nccl_->Check(
+        nccl_->AllReduce(scratch_.get(), scratch_.get(), 1, /*ncclFloat64*/ 8, op, comm_, stream_.get()),
+        "ncclAllReduce (double)"));
+    CHORUS_RETURN_IF_ERROR(cuda::Synchronize(stream_.get()));
     double out = 0;
     CHORUS_RETURN_IF_ERROR(cuda::CopyToHost(&out, scratch_.get(), sizeof(out)));
     return out;
@@ -224,6 +259,8 @@ class NcclBackend : public Backend {
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
+  bool stream_order_ = false;  // BackendOptions::stream_order
+  std::pair<const void*, const void*> checked_{nullptr, nullptr};  // OnDevice's last pair
   // Every NCCL call and the stream wait after it (neither has a deadline of its own).
   std::chrono::milliseconds timeout_{std::chrono::seconds(120)};
   std::unique_ptr<Watchdog> dog_;

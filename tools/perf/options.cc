@@ -34,7 +34,7 @@ const std::map<std::string, std::string>& ShortFlags() {
   return m;
 }
 
-bool IsBoolFlag(const std::string& f) { return f == "--progress" || f == "--help" || f == "--device"; }
+bool IsBoolFlag(const std::string& f) { return f == "--progress" || f == "--help" || f == "--device" || f == "--blocking"; }
 
 }  // namespace
 
@@ -63,7 +63,10 @@ std::string UsageText() {
          "                             ranks) instead of the TCP store at MASTER_ADDR:MASTER_PORT\n"
          "  --timeout SECONDS          per-operation timeout (default 120)\n"
          "  --device                   buffers in CUDA device memory (chorus, nccl); results checked on\n"
-         "                             host copies made outside the timed loop\n"
+         "                             host copies made outside the timed loop; calls are enqueued in\n"
+         "                             stream order and the stream is waited for once after each loop\n"
+         "                             (as nccl-tests times NCCL)\n"
+         "  --blocking                 with --device, wait for each call before the next\n"
          "  --nccl-lib PATH            NCCL to load (default $CHORUS_PERF_NCCL_LIB, else libnccl.so.2)\n"
          "env: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (gloo, chorus), CHORUS_SOCKET_IFNAME\n";
 }
@@ -111,6 +114,8 @@ Result<PerfOptions> ParseFlags(const std::vector<std::string>& args) {
       o.progress = true;
     } else if (flag == "--device") {
       o.device = true;
+    } else if (flag == "--blocking") {
+      o.blocking = true;
     } else if (flag == "--nccl-lib" || flag == "--nccl_lib") {
       o.nccl_lib = value;
     } else if (flag == "--minbytes" || flag == "--maxbytes" || flag == "--stepbytes") {

@@ -90,6 +90,7 @@ std::string FormatHeader(const RunInfo& info) {
   os << "# nranks: " << info.nranks << "  iters: " << info.iters << "  warmup_iters: " << info.warmup_iters
      << "  check: " << (info.check ? 1 : 0) << "\n";
   os << "# time: wall time of `iters` back-to-back calls after a barrier, divided by iters, max over ranks\n";
+  if (!info.device_timing.empty()) os << "# device buffers: " << info.device_timing << "\n";
   for (size_t r = 0; r < info.hosts.size(); ++r) {
     os << "#  rank " << r << " host " << info.hosts[r] << "\n";
   }

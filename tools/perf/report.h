@@ -23,6 +23,8 @@ struct RunInfo {
   int iters = 0;
   int warmup_iters = 0;
   bool check = true;
+  // Device buffers: "" on host buffers, else how the device calls were waited for.
+  std::string device_timing;
 };
 
 struct ModeResult {

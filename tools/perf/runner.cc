@@ -41,18 +41,29 @@ struct Buffer {
 };
 
 // Host names of all ranks, gathered through the backend itself (a uint8 all_gather of
-// fixed-size records); falls back to this rank's name only.
+// fixed-size records); falls back to this rank's name only. A backend that takes device
+// buffers only gets device copies: NCCL reads a host pointer as a device address, and
+// the fault poisons every later CUDA call of the process.
 std::vector<std::string> GatherHosts(Backend& b) {
   constexpr size_t kLen = 64;
+  const bool device = b.requires_device_buffers();
   char name[kLen] = {0};
   ::gethostname(name, kLen - 1);
-  std::vector<char> all(kLen * b.size(), 0);
-  if (!b.AllGather(name, all.data(), kLen, DataType::kUint8).ok()) return {name};
-  std::vector<std::string> hosts;
-  for (int r = 0; r < b.size(); ++r) hosts.emplace_back(all.data() + r * kLen, strnlen(all.data() + r * kLen, kLen));
+  std::vector<std::string> hosts{name};
+  Buffer mine, all;
+  if (!mine.Resize(kLen, device).ok() || !all.Resize(kLen * b.size(), device).ok()) return hosts;
+  std::memcpy(mine.bytes.data(), name, kLen);
+  const bool ok = device ? mine.Upload().ok() && b.AllGather(mine.dev.get(), all.dev.get(), kLen, DataType::kUint8).ok() &&
+                               b.Flush().ok() && all.Download().ok()
+                         : b.AllGather(mine.data(), all.data(), kLen, DataType::kUint8).ok();
+  if (!ok) return hosts;
+  hosts.clear();
+  for (int r = 0; r < b.size(); ++r) {
+    const char* name = all.bytes.data() + r * kLen;
+    hosts.emplace_back(name, strnlen(name, kLen));
+  }
   return hosts;
 }
-
 
 // One mode (out of place or in place) for one size: warmup, timed loop, checked call.
 Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in_place, Buffer& send_buf,
@@ -91,9 +102,11 @@ Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in
 
   CHORUS_RETURN_IF_ERROR(fill());
   for (int i = 0; i < o.warmup_iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+  CHORUS_RETURN_IF_ERROR(b.Flush());
   CHORUS_RETURN_IF_ERROR(b.Barrier());
   const auto t0 = Clock::now();
   for (int i = 0; i < o.iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+  CHORUS_RETURN_IF_ERROR(b.Flush());  // calls enqueued in stream order end here
   const double local_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
   Result<double> max_us = b.AllReduceMaxDouble(local_us);
   if (!max_us.ok()) return max_us.status();
@@ -106,6 +119,7 @@ Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in
     // call's result is checked.
     CHORUS_RETURN_IF_ERROR(fill());
     CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+    CHORUS_RETURN_IF_ERROR(b.Flush());
     if (o.device) CHORUS_RETURN_IF_ERROR(recv_buf.Download());
     const int64_t wrong = CountWrong(o.coll, o.dtype, o.op, rank, b.size(), o.root, shape, recv);
     Result<double> total = b.AllReduceSumDouble(static_cast<double>(wrong));
@@ -145,6 +159,11 @@ Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& 
   info.iters = o.iters;
   info.warmup_iters = o.warmup_iters;
   info.check = o.check && o.coll != Collective::kBarrier;
+  if (o.device) {
+    info.device_timing = o.blocking ? "each call waited for before the next (--blocking)"
+                                    : "calls enqueued in stream order, the stream waited for once after the "
+                                      "last call (as nccl-tests times NCCL)";
+  }
   if (printer) out << FormatHeader(info) << FormatColumnHeader() << std::flush;
 
   std::vector<int64_t> sizes = SizeSweep(o);
