@@ -14,17 +14,19 @@
 #        chorus_ipc   chorus through CUDA IPC at every size (CHORUS_CUDA_IPC=always), its
 #                     all_reduce on one GPU led by rank 0 (the default)
 #        chorus_ipc_split  the same, split (CHORUS_CUDA_IPC_ONE_GPU=split), as across GPUs
-#        chorus_auto  chorus with its defaults (without MPS: up to 1 MiB staged, larger through CUDA IPC)
+#        chorus_auto  chorus with its defaults (stream form: through CUDA IPC at every size)
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
-#      (device calls in stream order, one stream wait a loop, as nccl-tests; chorus_ipc
-#      also with --blocking, each call waited for) and the three bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at
-#      64-256 MiB; chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read +
-#      written per S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
+#      device calls in stream order, one stream wait a loop, as nccl-tests times NCCL
+#      (chorus_ipc also with --blocking: each call waited for); the same under MPS (both
+#      ranks' work shares the GPU instead of taking turns); chorus and Gloo on host
+#      buffers over the same loopback (chorus with 1-8 sockets per peer); and the three
+#      bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at 64-256 MiB;
+#      chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read + written per
+#      S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
 #   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
-#      what time is left but a minute
-#   5. exploratory, in that last minute: chorus_ipc and chorus_tcp again under MPS
+#      what time is left
 # What comes back (at most 8 files): $OUT/summary.txt (this output), $OUT/tables.txt
 # (benchmark, side-by-side tables, bars), $OUT/logs.tgz (every log and test XML).
 # Exit != 0 when a test or a run fails (the bars are reported, not enforced).
@@ -188,7 +190,7 @@ echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) 
 perf_run chorus_ipc chorus required CHORUS_CUDA_IPC=always
 perf_flags=--blocking perf_run chorus_ipc_blocking chorus required CHORUS_CUDA_IPC=always
 perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
-# The defaults: on one GPU without MPS, calls up to 1 MiB staged after the first (footer).
+# The defaults (the footer says which way the calls went).
 perf_run chorus_auto chorus required
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
 if [ -n "$nccl_works" ]; then
@@ -199,12 +201,38 @@ else
   : >"$work/perf_nccl_socket.txt"
 fi
 perf_run nccl_shared nccl optional NCCL_MULTI_RANK_GPU_ENABLE=1
+# Under MPS, where both ranks' work shares the GPU instead of taking turns in time slices
+# (NVIDIA's way for processes to share one GPU): CUDA IPC led and split, staged, NCCL.
+mps=$(command -v nvidia-cuda-mps-control)
+if [ -z "$mps" ]; then
+  echo "MPS runs: skipped, no nvidia-cuda-mps-control"
+else
+  export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps_pipe" CUDA_MPS_LOG_DIRECTORY="$tmp/mps_log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if timeout 20 "$mps" -d; then
+    sleep 1
+    mps_sweep="-b 64K -e 256M -f 16 -n 20 -w 5"
+    sweep=$mps_sweep perf_run chorus_ipc_mps chorus optional CHORUS_CUDA_IPC=always
+    sweep=$mps_sweep perf_run chorus_ipc_split_mps chorus optional CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
+    sweep=$mps_sweep perf_run chorus_tcp_mps chorus optional CHORUS_CUDA_IPC=off
+    [ -n "$nccl_works" ] && sweep=$mps_sweep perf_run nccl_socket_mps nccl optional NCCL_HOSTID=chorus_gpu_check_@RANK@
+    echo quit | timeout 20 "$mps"
+  else
+    echo "MPS daemon did not start"
+  fi
+  cp -r "$CUDA_MPS_LOG_DIRECTORY" "$work/mps_log" 2>/dev/null
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 # What the staged path's wire gives: the same sweep on host buffers (no GPU copies),
-# and Gloo's on the same loopback (chorus_perf carries libgloo) for scale.
+# with 1 to 8 sockets per peer at 256 MiB, and Gloo's on the same loopback (chorus_perf
+# carries libgloo) for scale.
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus optional
+for k in 1 4 8; do
+  perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run "chorus_host_socks$k" chorus optional CHORUS_NSOCKS_PERPEER=$k
+done
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run gloo_host gloo optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
-for run in chorus_ipc chorus_ipc_split; do
+for run in chorus_ipc chorus_ipc_split chorus_ipc_blocking; do
   grep -q 'through CUDA IPC, 0 staged' "$work/perf_$run.rank0.log" ||
     { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
 done
@@ -224,6 +252,12 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_auto chorus_ipc
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
+  for k in 1 4 8; do side_by_side "chorus_host_socks$k" chorus_host; done
+  echo "# under MPS"
+  side_by_side chorus_ipc_mps chorus_ipc
+  side_by_side chorus_ipc_split_mps chorus_ipc_split
+  side_by_side chorus_tcp_mps chorus_tcp
+  side_by_side chorus_tcp_mps nccl_socket_mps
   [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
 } | tee -a "$tables"
 
@@ -234,11 +268,12 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'
   copy=$(awk '!/^#/ && $2 == "sum" && $3 == 268435456 {print $5}' "$work/kernel_bench.txt" | median)
   echo "kernel: reduce/copy at 256 MiB, median over dtypes: ${ratio:-?} (bar >= 0.9)"
   awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_socket at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$work/tcp_vs_nccl.txt"
+  side_by_side chorus_tcp_mps nccl_socket_mps | awk '$1 >= 67108864 && !/^#/ {printf "under MPS: chorus_tcp/nccl_socket at %d: %.2f (bar >= 1.5)\n", $1, $4}'
   awk '$1 >= 67108864 && !/^#/ {printf "chorus_tcp/nccl_torch (NCCL under PyTorch) at %d: %.2f (bar >= 1.5)\n", $1, $4}' "$work/tcp_vs_torch.txt"
   # Two ranks, S bytes each; busbw = S / t. Led by rank 0: both inputs read, both
   # outputs written once: 4 S bytes of HBM traffic. Split: phase 1 reads 2 x S/2 and
   # writes S/2 per rank, phase 2 copies S/2 per rank (read + write): 5 S.
-  for run in chorus_ipc:4 chorus_ipc_split:5; do
+  for run in chorus_ipc:4 chorus_ipc_split:5 chorus_ipc_mps:4 chorus_ipc_split_mps:5; do
     busbw "${run%:*}" | sort -n | awk -v copy="${copy:-0}" -v run="${run%:*}" -v k="${run#*:}" '$1 >= 67108864 && copy > 0 {
       lim = copy / k
       printf "%s at %d: busbw %s GB/s, HBM limit %.1f GB/s (copy %s GB/s / %d): %.0f%% (bar >= 80%%)\n", run, $1, $2, lim, copy, k, 100 * $2 / lim}'
@@ -256,7 +291,7 @@ else
   memcheck() {  # memcheck NAME FILTER [sanitizer options]
     local name=$1 filter=$2 limit
     shift 2
-    limit=$(( $(left) - 60 ))  # the last minute is step 5's
+    limit=$(( $(left) - 10 ))
     [ "$limit" -gt 120 ] && limit=120
     if [ "$limit" -lt 30 ]; then echo "memcheck $name: skipped, no time left"; return; fi
     TEST_TMPDIR="$tmp" timeout "$limit" "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 "$@" \
@@ -270,32 +305,4 @@ else
   memcheck device_api_test '*StreamOrder*:*Chained*:*SendRecv*' --target-processes all
 fi
 
-# 5. Exploratory, with what time is left: the two chorus runs again under MPS, where
-# both ranks' work shares one GPU context instead of taking turns in time slices.
-echo "== 5. chorus_ipc and chorus_tcp under MPS ($(left) s left)"
-mps=$(command -v nvidia-cuda-mps-control)
-if [ -z "$mps" ]; then
-  echo "no nvidia-cuda-mps-control: skipped"
-elif [ "$(left)" -lt 50 ]; then
-  echo "skipped, no time left"
-else
-  export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps_pipe" CUDA_MPS_LOG_DIRECTORY="$tmp/mps_log"
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if timeout 20 "$mps" -d; then
-    sleep 1
-    sweep="-b 64K -e 256M -f 16 -n 10 -w 3" perf_run chorus_ipc_mps chorus optional CHORUS_CUDA_IPC=always
-    sweep="-b 64K -e 256M -f 16 -n 10 -w 3" perf_run chorus_tcp_mps chorus optional CHORUS_CUDA_IPC=off
-    echo quit | timeout 20 "$mps"
-    grep -h 'device-buffer calls' "$work"/perf_chorus_*_mps.rank0.log
-    {
-      echo "# under MPS (exploratory)"
-      side_by_side chorus_ipc_mps chorus_ipc
-      side_by_side chorus_tcp_mps chorus_tcp
-    } | tee -a "$tables"
-  else
-    echo "MPS daemon did not start"
-  fi
-  cp -r "$CUDA_MPS_LOG_DIRECTORY" "$work/mps_log" 2>/dev/null
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-fi
 finish
