@@ -156,8 +156,9 @@ else
   echo "no PyTorch here: NCCL not probed through it" | tee "$work/perf_nccl_torch.txt"
 fi
 nccl_env="" nccl_works=""
-# (2026-11-25, NCCL 2.28.9 from PyTorch's wheel: the first three faulted with an illegal
-# address on NCCL's own streams right after init.)
+# (2026-11-25, NCCL 2.28.9 from PyTorch's wheel: every setting faulted with an illegal
+# address right after init, while NCCL under PyTorch ran: chorus_perf had handed NCCL
+# host buffers for the header's host names. Fixed; the first setting should run now.)
 for try in "" "NCCL_CUMEM_ENABLE=0" \
   "NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0 NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" \
   "NCCL_RUNTIME_CONNECT=0 NCCL_GRAPH_REGISTER=0 NCCL_LOCAL_REGISTER=0 NCCL_PROTO=Simple NCCL_ALGO=Ring" \
@@ -237,7 +238,7 @@ for run in chorus_ipc chorus_ipc_split chorus_ipc_blocking; do
     { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
 done
 # size, out-of-place busbw (chorus_perf's rows; perf_nccl_torch.txt rows: size time busbw #wrong)
-busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8} $1 ~ /^[0-9]+$/ && NF == 4 && $4 == 0 {print $1, $3}' "$work/perf_$1.txt" | sort; }
+busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8} $1 ~ /^[0-9]+$/ && NF == 4 && $4 == 0 {print $1, $3}' "$work/perf_$1.txt" 2>/dev/null | sort; }
 side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   join <(busbw "$1") <(busbw "$2") | sort -n |
     awk -v a="$1" -v b="$2" 'BEGIN {printf "# %10s %12s %12s %8s\n", "size", a, b, a "/" b}
