@@ -99,9 +99,10 @@ class ChorusBackend : public Backend {
 
   Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     CHORUS_RETURN_IF_ERROR(Ready());
+    const bool on_stream = OnStream(recv);
     if (comm_->rank() == root && send != recv) {
       const size_t bytes = count * DataTypeSize(dtype);
-      if (OnStream(recv)) {
+      if (on_stream) {
         CHORUS_RETURN_IF_ERROR(kernels::cuda::CopyDeviceToDevice(recv, send, bytes, stream().handle));
       } else if (kernels::cuda::PointerKind(recv) == kernels::cuda::MemoryKind::kDevice) {  // --blocking
         CHORUS_RETURN_IF_ERROR(kernels::cuda::CopyDeviceToDevice(recv, send, bytes, nullptr));
@@ -110,7 +111,7 @@ class ChorusBackend : public Backend {
         std::memcpy(recv, send, bytes);
       }
     }
-    if (OnStream(recv)) return Enqueue(comm_->Broadcast(recv, count, dtype, root, stream()));
+    if (on_stream) return Enqueue(comm_->Broadcast(recv, count, dtype, root, stream()));
     return comm_->Broadcast(recv, count, dtype, root);
   }
 

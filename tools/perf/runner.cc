@@ -53,14 +53,15 @@ std::vector<std::string> GatherHosts(Backend& b) {
   Buffer mine, all;
   if (!mine.Resize(kLen, device).ok() || !all.Resize(kLen * b.size(), device).ok()) return hosts;
   std::memcpy(mine.bytes.data(), name, kLen);
-  const bool ok = device ? mine.Upload().ok() && b.AllGather(mine.dev.get(), all.dev.get(), kLen, DataType::kUint8).ok() &&
-                               b.Flush().ok() && all.Download().ok()
-                         : b.AllGather(mine.data(), all.data(), kLen, DataType::kUint8).ok();
+  const bool ok =
+      device ? mine.Upload().ok() && b.AllGather(mine.dev.get(), all.dev.get(), kLen, DataType::kUint8).ok() &&
+                   b.Flush().ok() && all.Download().ok()
+             : b.AllGather(mine.data(), all.data(), kLen, DataType::kUint8).ok();
   if (!ok) return hosts;
   hosts.clear();
   for (int r = 0; r < b.size(); ++r) {
-    const char* name = all.bytes.data() + r * kLen;
-    hosts.emplace_back(name, strnlen(name, kLen));
+    const char* theirs = all.bytes.data() + r * kLen;
+    hosts.emplace_back(theirs, strnlen(theirs, kLen));
   }
   return hosts;
 }
