@@ -41,6 +41,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<std::string> one_gpu = EnvChoice(env, "CHORUS_CUDA_IPC_ONE_GPU", c.cuda_ipc_one_gpu, {"leader", "split"});
   if (!one_gpu.ok()) return one_gpu.status();
   c.cuda_ipc_one_gpu = one_gpu.value();
+  Result<std::string> sync = EnvChoice(env, "CHORUS_STAGING_SYNC", c.staging_sync, {"gate", "signals"});
+  if (!sync.ok()) return sync.status();
+  c.staging_sync = sync.value();
   if (auto v = env("CHORUS_IB_HCA")) c.ib_hca = *v;
   Result<int64_t> gid = EnvInt(env, "CHORUS_IB_GID_INDEX", c.ib_gid_index, -1, 1 << 16);
   if (!gid.ok()) return gid.status();

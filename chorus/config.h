@@ -47,6 +47,13 @@ struct Config {
   // (each rank reduces its slice, then copies the others', as across GPUs). "split" on
   // any rank makes every rank split.
   std::string cuda_ipc_one_gpu = "leader";
+  // How a staged stream-form call (device buffers across hosts) holds the caller's
+  // stream until its results are on the host side (CHORUS_STAGING_SYNC): "gate" (a
+  // one-thread kernel waits for the staging task, which does the copies) or "signals"
+  // (every copy is enqueued at the call, each waiting on a word in mapped host memory
+  // that the task, making no CUDA call, writes: see device_calls.h). "signals" falls
+  // back to "gate", saying so, where the driver has no stream memory operations.
+  std::string staging_sync = "gate";
   // TCP engine: "auto" (= epoll with application progress), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.

@@ -54,10 +54,6 @@
 
 namespace chorus::internal {
 
-// Runs the host operation on host stand-ins of (send, recv); `staging` is set where
-// they are streamed (DeviceIo::streamed), else null.
-using HostRun = std::function<Status(const void* send, void* recv, algos::StreamStaging* staging)>;
-
 // A call staged in windows (collective_call.h's StagingWindows), one after the other
 // through the same pinned stand-ins, sized for the first (the largest): each window's
 // buffers and its host operation. Most calls are one window.

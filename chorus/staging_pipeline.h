@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,10 @@
 #include "chorus/status.h"
 
 namespace chorus::internal {
+
+// Runs the host operation on host stand-ins of (send, recv); `staging` is set where
+// they are streamed (DeviceIo::streamed), else null.
+using HostRun = std::function<Status(const void* send, void* recv, algos::StreamStaging* staging)>;
 
 // Asynchronous copies that complete in the order they were started.
 class CopyEngine {

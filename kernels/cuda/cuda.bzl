@@ -25,5 +25,12 @@ def cuda_object(name, src, hdrs):
         name = name,
         srcs = [src] + hdrs,
         outs = [name + ".o"],
-        cmd = "%s/bin/nvcc %s -I. -c $(location %s) -o $@" % (CUDA_ROOT, NVCC_FLAGS, src),
+        # A temporary folder of its own: nvcc names its temporary files by process id,
+        # and sandboxes in PID namespaces give parallel nvcc runs the same ids in /tmp
+        # (seen: "cannot open module id file /tmp/tmpxft_00000002_...", exit 255).
+        cmd = "t=$$(mktemp -d) && TMPDIR=$$t %s/bin/nvcc %s -I. -c $(location %s) -o $@; r=$$?; rm -rf $$t; exit $$r" % (
+            CUDA_ROOT,
+            NVCC_FLAGS,
+            src,
+        ),
     )

@@ -77,6 +77,14 @@ TEST(Config, OneGpuAllReduceTakesLeaderOrSplit) {
   ExpectBad("CHORUS_CUDA_IPC_ONE_GPU", "both");
 }
 
+TEST(Config, StagingSyncTakesGateOrSignals) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_sync, "gate");
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_STAGING_SYNC", "signals"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->staging_sync, "signals");
+  ExpectBad("CHORUS_STAGING_SYNC", "spin");
+}
+
 TEST(Config, StagingWindowIsBytesZeroOrAtLeast4K) {
   EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_window_bytes, int64_t{64} << 20);
   EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_STAGING_WINDOW", "16M"}}))->staging_window_bytes, int64_t{16} << 20);

@@ -1,0 +1,103 @@
+#include "chorus/signalled_staging.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace chorus::internal {
+namespace {
+
+// The input's copies, enqueued at the call in address order: a segment's ticket is its
+// index, and its copy is done once its IN word holds the window's seq (so, in address
+// order, are all before it: what CopyEngine promises).
+class SignalledInput final : public CopyEngine {
+ public:
+  SignalledInput(const SignalView& words, const SignalledWindow& w, const char* host)
+      : words_(words), w_(w), host_(host) {}
+  Result<uint64_t> Start(void* dst, const void*, size_t) override {
+    return static_cast<uint64_t>((static_cast<const char*>(dst) - host_) / w_.segment);
+  }
+  Status Wait(uint64_t ticket, Deadline deadline) override {
+    return words_.WaitFor(words_.In(ticket), w_.seq, deadline, "the input's copy to the host");
+  }
+
+ private:
+  const SignalView& words_;
+  const SignalledWindow& w_;
+  const char* host_;
+};
+
+// The results' copies, enqueued at the call on the caller's stream, each behind its
+// segment's OUT word: starting one is setting the word. The stream does the copy; the
+// next window's input waits for it (CHAIN), so there is nothing to wait for here.
+class SignalledOutput final : public CopyEngine {
+ public:
+  SignalledOutput(const SignalView& words, const SignalledWindow& w, const char* device)
+      : words_(words), w_(w), device_(device) {}
+  Result<uint64_t> Start(void* dst, const void*, size_t) override {
+    words_.Store(words_.Out(static_cast<size_t>((static_cast<const char*>(dst) - device_) / w_.segment)), w_.seq);
+    return ++started_;
+  }
+  Status Wait(uint64_t, Deadline) override { return Status::Ok(); }
+
+ private:
+  const SignalView& words_;
+  const SignalledWindow& w_;
+  const char* device_;
+  uint64_t started_ = 0;
+};
+
+}  // namespace
+
+Status SignalView::WaitFor(size_t i, uint32_t v, Deadline deadline, const char* what) const {
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  int sleep_us = 5;
+  while (Load(i) != v) {
+    if (deadline.expired()) return TimeoutError(std::string(what) + ": not finished by the deadline");
+    if (std::chrono::steady_clock::now() < spin_until) continue;
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    if (sleep_us < 100) sleep_us *= 2;
+  }
+  return Status::Ok();
+}
+
+SignalledWindow PlanWindow(const DeviceIo& io, uint32_t seq, size_t base, size_t max_segments) {
+  const size_t bytes = std::max(io.send_bytes, io.recv_bytes);
+  size_t segment = std::max<size_t>(base, 1);
+  if (max_segments > 0 && bytes > segment * max_segments) segment = (bytes + max_segments - 1) / max_segments;
+  SignalledWindow w;
+  w.seq = seq;
+  w.segment = segment;
+  w.in_segments = (io.send_bytes + segment - 1) / segment;
+  w.out_segments = (io.recv_bytes + segment - 1) / segment;
+  return w;
+}
+
+void ReleaseWindow(const SignalView& words, const SignalledWindow& w) {
+  for (size_t k = 0; k < w.out_segments; ++k) words.Store(words.Out(k), w.seq);
+}
+
+Status RunSignalledWindow(const SignalView& words, const SignalledWindow& w, const DeviceIo& io, const HostRun& run,
+                          char* host_send, char* host_recv, Deadline deadline) {
+  Status st = Status::Ok();
+  if (!io.streamed) {
+    for (size_t k = 0; k < w.in_segments && st.ok(); ++k) {
+      st = words.WaitFor(words.In(k), w.seq, deadline, "the input's copy to the host");
+    }
+    if (st.ok()) st = run(host_send, host_recv, nullptr);
+  } else {
+    SignalledInput in(words, w, host_send);
+    SignalledOutput out(words, w, static_cast<const char*>(io.recv));
+    StagingPipeline pipeline(in, out, w.segment, deadline);
+    st = pipeline.BeginInput(host_send, io.send, io.send_bytes);
+    pipeline.SetOutput(io.recv, host_recv, io.recv_bytes);
+    if (st.ok()) st = run(host_send, host_recv, &pipeline);
+    Status done = pipeline.Finish(st.ok());
+    if (st.ok()) st = done;
+  }
+  ReleaseWindow(words, w);  // failed or not: the caller's stream goes on
+  return st;
+}
+
+}  // namespace chorus::internal

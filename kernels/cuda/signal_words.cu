@@ -1,0 +1,101 @@
+#include <cuda.h>  // types only: the driver's entry points are looked up at run time
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "kernels/cuda/cuda_error.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/stream_ops.h"
+
+namespace chorus::kernels::cuda {
+namespace {
+
+using ValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+struct MemOps {
+  ValueFn write = nullptr;
+  ValueFn wait = nullptr;
+};
+
+const MemOps& Ops() {
+  static const MemOps ops{reinterpret_cast<ValueFn>(DriverFunction("cuStreamWriteValue32")),
+                          reinterpret_cast<ValueFn>(DriverFunction("cuStreamWaitValue32"))};
+  return ops;
+}
+
+Status DriverError(const std::string& what, CUresult r) {
+  if (r == CUDA_SUCCESS) return Status::Ok();
+  return InternalError(what + " failed with CUresult " + std::to_string(static_cast<int>(r)));
+}
+
+}  // namespace
+
+Result<SignalWords> SignalWords::Create(size_t count) {
+  CHORUS_RETURN_IF_ERROR(DeviceStatus());
+  if (Ops().write == nullptr || Ops().wait == nullptr) {
+    return Unavailable("the driver has no cuStreamWriteValue32/cuStreamWaitValue32 (stream memory operations)");
+  }
+  SignalWords s;
+  void* p = nullptr;
+  CHORUS_RETURN_IF_ERROR(
+      CudaError("cudaHostAlloc of " + std::to_string(count) + " signal words",
+                cudaHostAlloc(&p, count * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable)));
+  s.words_ = static_cast<volatile uint32_t*>(p);
+  s.count_ = count;
+  for (size_t i = 0; i < count; ++i) s.words_[i] = 0;
+  CHORUS_RETURN_IF_ERROR(
+      CudaError("cudaHostGetDevicePointer of the signal words", cudaHostGetDevicePointer(&s.device_words_, p, 0)));
+  // One write and one wait through a private stream: where the driver refuses them (a
+  // GPU or configuration without stream memory operations), the caller knows now.
+  Result<Stream> probe = Stream::Create();
+  if (!probe.ok()) return probe.status();
+  Status st = s.EnqueueWrite(probe->get(), 0, 1);
+  if (st.ok()) st = s.EnqueueWait(probe->get(), 0, 1);
+  if (st.ok()) st = Synchronize(probe->get());
+  if (st.ok() && s.Load(0) != 1) st = InternalError("a word the stream wrote did not reach the host");
+  if (!st.ok()) return Unavailable("stream memory operations do not work here: " + st.message());
+  s.Store(0, 0);
+  return std::move(s);
+}
+
+SignalWords::~SignalWords() {
+  if (words_ != nullptr) cudaFreeHost(const_cast<uint32_t*>(words_));
+}
+
+uint32_t SignalWords::Load(size_t i) const {
+  return __atomic_load_n(const_cast<uint32_t*>(&words_[i]), __ATOMIC_ACQUIRE);
+}
+
+void SignalWords::Store(size_t i, uint32_t value) const {
+  __atomic_store_n(const_cast<uint32_t*>(&words_[i]), value, __ATOMIC_RELEASE);
+}
+
+Status SignalWords::WaitFor(size_t i, uint32_t value, Deadline deadline, const char* what) const {
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  int sleep_us = 5;
+  while (Load(i) != value) {
+    if (deadline.expired()) return TimeoutError(std::string(what) + ": not finished by the deadline");
+    if (std::chrono::steady_clock::now() < spin_until) continue;
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    if (sleep_us < 100) sleep_us *= 2;
+  }
+  return Status::Ok();
+}
+
+Status SignalWords::EnqueueWrite(void* stream, size_t i, uint32_t value) const {
+  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
+  return DriverError("cuStreamWriteValue32",
+                     Ops().write(static_cast<CUstream>(stream), addr, value, CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+Status SignalWords::EnqueueWait(void* stream, size_t i, uint32_t value) const {
+  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
+  return DriverError("cuStreamWaitValue32",
+                     Ops().wait(static_cast<CUstream>(stream), addr, value, CU_STREAM_WAIT_VALUE_EQ));
+}
+
+}  // namespace chorus::kernels::cuda

@@ -1,0 +1,61 @@
+// 32-bit words in pinned, device-mapped host memory that CUDA streams write and wait on
+// without a kernel (cuStreamWriteValue32, cuStreamWaitValue32: the GPU's front end waits,
+// no SM spins), and that host threads read and write as plain atomics. A thread that
+// only polls and stores such words makes no CUDA call, so it cannot be stopped by what
+// holds CUDA's context lock while it waits for the device (a kernel loaded lazily on its
+// first launch, a cudaFree).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "chorus/deadline.h"
+#include "chorus/status.h"
+
+namespace chorus::kernels::cuda {
+
+class SignalWords {
+ public:
+  SignalWords() = default;
+  // `count` words, all 0, on the current device; kUnavailable (saying why) where the
+  // driver has no stream memory operations or the first write through one fails.
+  static Result<SignalWords> Create(size_t count);
+  ~SignalWords();
+  SignalWords(SignalWords&& o) noexcept
+      : words_(std::exchange(o.words_, nullptr)),
+        device_words_(std::exchange(o.device_words_, nullptr)),
+        count_(std::exchange(o.count_, 0)) {}
+  SignalWords& operator=(SignalWords&& o) noexcept {
+    std::swap(words_, o.words_);
+    std::swap(device_words_, o.device_words_);
+    std::swap(count_, o.count_);
+    return *this;
+  }
+  SignalWords(const SignalWords&) = delete;
+  SignalWords& operator=(const SignalWords&) = delete;
+
+  bool valid() const { return words_ != nullptr; }
+  size_t size() const { return count_; }
+
+  // Host side (no CUDA call). Store: everything this thread wrote before is visible
+  // to whoever sees the value.
+  uint32_t Load(size_t i) const;
+  void Store(size_t i, uint32_t value) const;
+  // Until word i equals `value`, polling (spinning briefly, then sleeping up to 100 us);
+  // a timeout error names `what`.
+  Status WaitFor(size_t i, uint32_t value, Deadline deadline, const char* what) const;
+
+  // Stream side, enqueued: the stream writes `value` into word i once its earlier work
+  // is done (with a memory barrier: that work's writes are visible first), or waits
+  // until word i equals `value` before its later work starts.
+  Status EnqueueWrite(void* stream, size_t i, uint32_t value) const;
+  Status EnqueueWait(void* stream, size_t i, uint32_t value) const;
+
+ private:
+  volatile uint32_t* words_ = nullptr;
+  void* device_words_ = nullptr;  // the same words, as the streams address them
+  size_t count_ = 0;
+};
+
+}  // namespace chorus::kernels::cuda
