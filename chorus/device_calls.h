@@ -48,6 +48,7 @@
 #include "chorus/collective_call.h"
 #include "chorus/deadline.h"
 #include "chorus/executor.h"
+#include "chorus/signalled_staging.h"
 #include "chorus/status.h"
 #include "chorus/work.h"
 #include "kernels/cuda/stream_ops.h"
