@@ -144,7 +144,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   ipc_turned_off_ = rendezvous::FormatRankList(ipc_off);
 
   executor_ = std::make_unique<Executor>();
-  device_ = std::make_unique<DeviceCalls>();
+  device_ = std::make_unique<DeviceCalls>(config_.staging_sync == "signals");
   connected_ = true;
   CHORUS_INFO("communicator ready: " << Describe());
   return Status::Ok();
@@ -425,6 +425,7 @@ TrafficCounters CommunicatorImpl::Counters() const {
   TrafficCounters c = transport_ ? transport_->counters() : TrafficCounters{};
   c.device_calls_ipc = device_calls_ipc_.load();
   c.device_calls_staged = device_ ? device_->staged() : 0;
+  c.device_calls_signalled = device_ ? device_->signalled() : 0;
   return c;
 }
 

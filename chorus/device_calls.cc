@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "chorus/log.h"
+#include "chorus/signalled_staging.h"
 #include "chorus/staging_pipeline.h"
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/signal_words.h"
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
@@ -40,6 +43,47 @@ Status Reserve(cuda::PinnedBuffer& b, size_t bytes, std::vector<cuda::PinnedBuff
 // The segment of a streamed call's buffers: large enough that a copy runs near full
 // speed, small against a ring chunk's trip so the first one waits little.
 constexpr size_t kStagingSegment = 2 << 20;
+// Signal words per direction (CHORUS_STAGING_SYNC=signals): windows of up to 8 GiB in
+// 2 MiB segments; larger ones take larger segments.
+constexpr size_t kMaxSignalSegments = 4096;
+
+// One window's copies on the two streams (signalled_staging.h has the schedule):
+//   copies: wait CHAIN == chain; per input segment: device -> host, IN[k] = seq
+//   caller: per output segment: wait OUT[k] == seq, host -> device; CHAIN = seq
+// `*chained`: the CHAIN write was enqueued (the last step: then so was everything).
+Status EnqueueWindowCopies(const cuda::SignalWords& words, const SignalView& view, const SignalledWindow& w,
+                           uint32_t chain, const DeviceIo& io, char* host_send, char* host_recv, void* copies,
+                           void* caller, bool* chained) {
+  *chained = false;
+  CHORUS_RETURN_IF_ERROR(words.EnqueueWait(copies, SignalView::kChain, chain));
+  const auto* send = static_cast<const char*>(io.send);
+  for (size_t k = 0; k < w.in_segments; ++k) {
+    const size_t off = k * w.segment;
+    CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(host_send + off, send + off, std::min(w.segment, io.send_bytes - off), copies));
+    CHORUS_RETURN_IF_ERROR(words.EnqueueWrite(copies, view.In(k), w.seq));
+  }
+  auto* recv = static_cast<char*>(io.recv);
+  for (size_t k = 0; k < w.out_segments; ++k) {
+    const size_t off = k * w.segment;
+    CHORUS_RETURN_IF_ERROR(words.EnqueueWait(caller, view.Out(k), w.seq));
+    CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(recv + off, host_recv + off, std::min(w.segment, io.recv_bytes - off), caller));
+  }
+  CHORUS_RETURN_IF_ERROR(words.EnqueueWrite(caller, SignalView::kChain, w.seq));
+  *chained = true;
+  return Status::Ok();
+}
+
+// Sets every OUT word of windows whose task never ran (the executor dropped it), so
+// their caller's stream goes on.
+struct ReleaseUnrun {
+  SignalView view;
+  std::vector<SignalledWindow> plan;
+  std::atomic<bool> ran{false};
+  ~ReleaseUnrun() {
+    if (ran.load()) return;
+    for (const SignalledWindow& w : plan) ReleaseWindow(view, w);
+  }
+};
 
 // A CopyEngine on a CUDA stream: a mark after each copy.
 class CudaCopies final : public CopyEngine {
@@ -156,11 +200,18 @@ struct DeviceCalls::Resources {
   int device = 0;    // where the streams, events and gate were made: every call's buffers are there
   Staging executor;  // used by the executor's thread only (one task at a time), grown under mu_
   Staging caller;    // used under caller_mu_ by RunNow
+  // CHORUS_STAGING_SYNC=signals, where the driver allows it (else words is empty): the
+  // stand-ins and copy stream of signalled calls, the words, the last window's number
+  // and the CHAIN value the next window's copies wait for.
+  Staging signalled;
+  cuda::SignalWords words;
+  uint32_t seq = 0, chain = 0;
+  SignalView view() const { return SignalView{words.host(), kMaxSignalSegments}; }
   // Last, so destroyed first: it opens every gate before the staging's pinned memory goes.
   cuda::StreamGate gate;
 };
 
-DeviceCalls::DeviceCalls() = default;
+DeviceCalls::DeviceCalls(bool signals) : signals_(signals) {}
 DeviceCalls::~DeviceCalls() = default;
 
 Status DeviceCalls::Init(int device) {
@@ -197,6 +248,17 @@ Status DeviceCalls::Init(int device) {
     if (!st.ok()) {
       init_error_ = st.WithContext("setting up device-buffer staging");
       return init_error_;
+    }
+  }
+  if (signals_) {
+    Result<cuda::SignalWords> words = cuda::SignalWords::Create(SignalView::WordsFor(kMaxSignalSegments));
+    Result<cuda::CopyStream> c3 = cuda::CopyStream::Create();
+    if (words.ok() && c3.ok()) {
+      res->words = std::move(words.value());
+      res->signalled.copies = std::move(c3.value());
+    } else {
+      CHORUS_WARN("CHORUS_STAGING_SYNC=signals: " << (words.ok() ? c3.status() : words.status()).message()
+                                                   << "; staged calls hold their stream with the gate kernel instead");
     }
   }
   res->gate = std::move(gate.value());
@@ -256,6 +318,7 @@ Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, 
   if (!on_device.ok()) return fail(on_device.status());
   Status st = Init(device.value());
   if (!st.ok()) return fail(st);
+  if (res_->words.valid()) return EnqueueSignalled(stream, std::move(windows), executor, timeout_ms, what, fail);
   // The pinned stand-ins are made here, not in the task (which holds a gate).
   Result<HostBuffers> host = res_->executor.Reserve(io);
   if (!host.ok()) return fail(host.status());
@@ -287,6 +350,56 @@ Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, 
                                                 "lazy loading: CUDA_MODULE_LOADING=EAGER avoids that)");
         }
         res->gate.Open(seq);  // success or not: the stream goes on
+        return st.ok() ? st : st.WithContext(what);
+      },
+      state);
+  return Work(state);
+}
+
+Work DeviceCalls::EnqueueSignalled(void* stream, StagedRuns windows, Executor& executor, int64_t timeout_ms,
+                                   std::string what, const std::function<Work(const Status&)>& fail) {
+  signalled_.fetch_add(1);
+  Resources& res = *res_;
+  Result<HostBuffers> host = res.signalled.Reserve(windows.front().io);  // sized for the largest window
+  if (!host.ok()) return fail(host.status());
+  const SignalView view = res.view();
+  void* copies = res.signalled.copies.get();
+  // The input copies wait for what the caller enqueued before the call.
+  Result<cuda::StreamMark> mark = cuda::StreamMark::Record(stream);
+  Status st = mark.ok() ? mark->EnqueueWaitOn(copies) : mark.status();
+  std::vector<SignalledWindow> plan;
+  for (size_t i = 0; i < windows.size() && st.ok(); ++i) {
+    res.seq = NextSeq(res.seq);
+    plan.push_back(PlanWindow(windows[i].io, res.seq, kStagingSegment, kMaxSignalSegments));
+    bool chained = false;
+    st = EnqueueWindowCopies(res.words, view, plan.back(), res.chain, windows[i].io, host->send, host->recv, copies,
+                             stream, &chained);
+    if (chained) res.chain = plan.back().seq;
+  }
+  if (!st.ok()) {
+    for (const SignalledWindow& w : plan) ReleaseWindow(view, w);  // what was enqueued goes on
+    return fail(st);
+  }
+  auto unrun = std::make_shared<ReleaseUnrun>();
+  unrun->view = view;
+  unrun->plan = plan;
+  auto state = std::make_shared<TaskState>(std::chrono::milliseconds(timeout_ms));
+  executor.Post(
+      [view, plan, windows = std::move(windows), host = host.value(), unrun, timeout_ms, what = std::move(what)]() {
+        unrun->ran = true;  // from here every window is released below, whatever happens
+        Status st = Status::Ok();
+        for (size_t i = 0; i < plan.size(); ++i) {
+          if (!st.ok()) {
+            ReleaseWindow(view, plan[i]);
+            continue;
+          }
+          st = RunSignalledWindow(view, plan[i], windows[i].io, windows[i].run, host.send, host.recv,
+                                  Deadline::AfterMs(timeout_ms));
+        }
+        // The Work ends with the operation: the last window's results are on the device.
+        Status landed = view.WaitReached(SignalView::kChain, plan.back().seq, Deadline::AfterMs(timeout_ms),
+                                         "the results' copy back to the device");
+        if (st.ok()) st = landed;
         return st.ok() ? st : st.WithContext(what);
       },
       state);

@@ -20,6 +20,17 @@
 // The gate opens on failure too (the outputs are then undefined, as with NCCL); the
 // Work carries the error, and a failed collective aborts the communicator as usual.
 //
+// With signal words instead (CHORUS_STAGING_SYNC=signals, where the driver has stream
+// memory operations): Enqueue() puts every copy of every window on the streams at
+// once, input copies on a staging stream behind the caller's mark, result copies on
+// the caller's stream, each behind or before a word in mapped host memory
+// (signalled_staging.h has the schedule); the task only polls and stores those words.
+// It makes no CUDA call, so nothing that holds CUDA's context lock while it waits for
+// the device (a kernel's first launch under lazy loading, a cudaFree) can stall it
+// behind its own call, and no kernel spins while the stream waits. The windows of all
+// calls are chained through one word, so the stand-ins are reused only once the
+// previous window's results left them.
+//
 // Host form given device buffers (detected): the same staging on the calling thread;
 // as with host buffers the inputs must be ready when the call is made (synchronize
 // the stream that wrote them first), and the outputs are there when it returns.
@@ -80,7 +91,9 @@ Work WorkUntilMark(std::shared_ptr<const kernels::cuda::StreamMark> mark, int64_
 
 class DeviceCalls {
  public:
-  DeviceCalls();
+  // `signals`: stage stream-form calls with every CUDA operation enqueued at the call
+  // (CHORUS_STAGING_SYNC=signals; see Enqueue), where the driver allows it.
+  explicit DeviceCalls(bool signals = false);
   ~DeviceCalls();
   DeviceCalls(const DeviceCalls&) = delete;
   DeviceCalls& operator=(const DeviceCalls&) = delete;
@@ -98,6 +111,8 @@ class DeviceCalls {
   int device() const;
   // Calls staged so far (every form).
   uint64_t staged() const { return staged_.load(); }
+  // Of those, stream-form calls staged with signal words.
+  uint64_t signalled() const { return signalled_.load(); }
   // The host form with device buffers, on the calling thread, each window within
   // `timeout_ms`; `on_executor` where that is the executor's (a queued host-form call:
   // it stages with the executor's set).
@@ -110,15 +125,22 @@ class DeviceCalls {
     char* recv = nullptr;
   };
   Status Init(int device);  // the gate and both staging sets, on first use, on `device` (res_ set once done)
+  // Enqueue with signal words (CHORUS_STAGING_SYNC=signals), mu_ held: every window's
+  // copies go on the streams now, behind and before words the task only polls and
+  // stores (signalled_staging.h); `fail` reports a call that cannot be enqueued.
+  Work EnqueueSignalled(void* stream, StagedRuns windows, Executor& executor, int64_t timeout_ms, std::string what,
+                        const std::function<Work(const Status&)>& fail);
   static Status Stage(Staging& s, const DeviceIo& io, const HostBuffers& host, const HostRun& run, Deadline deadline);
   // Every window in turn (stops at the first error).
   static Status StageAll(Staging& s, const StagedRuns& windows, const HostBuffers& host, int64_t timeout_ms);
 
-  std::mutex mu_;         // Init, next_seq_, the gate
+  const bool signals_;
+  std::mutex mu_;         // Init, next_seq_, the gate, the signal words' numbers
   std::mutex caller_mu_;  // the caller-thread staging set
   Status init_error_;
   uint64_t next_seq_ = 0;
   std::atomic<uint64_t> staged_{0};
+  std::atomic<uint64_t> signalled_{0};
   struct Resources;
   std::unique_ptr<Resources> res_;
 };

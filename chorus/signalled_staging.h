@@ -42,6 +42,9 @@ struct SignalView {
   void Store(size_t i, uint32_t v) const { __atomic_store_n(const_cast<uint32_t*>(&words[i]), v, __ATOMIC_RELEASE); }
   // Until word i == v (a brief spin, then sleeps up to 100 us); a timeout names `what`.
   Status WaitFor(size_t i, uint32_t v, Deadline deadline, const char* what) const;
+  // Until word i reached v in sequence order (v or a later number, wrap-safe: CHAIN
+  // moves on as later windows land).
+  Status WaitReached(size_t i, uint32_t v, Deadline deadline, const char* what) const;
 };
 
 // The next window's number after `seq` (0 is never one: unused words hold it).

@@ -42,6 +42,9 @@ struct TrafficCounters {
   // of one host reading each other's buffers), or staged through host memory.
   uint64_t device_calls_ipc = 0;
   uint64_t device_calls_staged = 0;
+  // Of the staged ones, the stream-form calls staged with signal words
+  // (CHORUS_STAGING_SYNC=signals) rather than behind the gate kernel.
+  uint64_t device_calls_signalled = 0;
 };
 
 }  // namespace chorus

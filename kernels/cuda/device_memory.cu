@@ -57,6 +57,11 @@ Status CopyToHost(void* dst, const void* src, size_t bytes) {
                    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+Status CopyAsync(void* dst, const void* src, size_t bytes, void* stream) {
+  return CudaError("cudaMemcpyAsync of " + std::to_string(bytes) + " bytes",
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+}
+
 Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, void* stream) {
   return CudaError("cudaMemcpyAsync device->device of " + std::to_string(bytes) + " bytes",
                    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));

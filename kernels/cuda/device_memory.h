@@ -52,6 +52,8 @@ class Stream {
 Status CopyToDevice(void* dst, const void* src, size_t bytes);
 Status CopyToHost(void* dst, const void* src, size_t bytes);
 Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes, void* stream);
+// cudaMemcpyAsync in whichever direction the pointers say, enqueued on `stream`.
+Status CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
 Status Memset(void* dst, int value, size_t bytes);
 // Waits for everything enqueued on `stream` (null: the default stream).
 Status Synchronize(void* stream);

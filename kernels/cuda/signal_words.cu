@@ -1,9 +1,7 @@
 #include <cuda.h>  // types only: the driver's entry points are looked up at run time
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <string>
-#include <thread>
 
 #include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/device_memory.h"
@@ -72,18 +70,6 @@ uint32_t SignalWords::Load(size_t i) const {
 
 void SignalWords::Store(size_t i, uint32_t value) const {
   __atomic_store_n(const_cast<uint32_t*>(&words_[i]), value, __ATOMIC_RELEASE);
-}
-
-Status SignalWords::WaitFor(size_t i, uint32_t value, Deadline deadline, const char* what) const {
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-  int sleep_us = 5;
-  while (Load(i) != value) {
-    if (deadline.expired()) return TimeoutError(std::string(what) + ": not finished by the deadline");
-    if (std::chrono::steady_clock::now() < spin_until) continue;
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    if (sleep_us < 100) sleep_us *= 2;
-  }
-  return Status::Ok();
 }
 
 Status SignalWords::EnqueueWrite(void* stream, size_t i, uint32_t value) const {

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <utility>
 
-#include "chorus/deadline.h"
 #include "chorus/status.h"
 
 namespace chorus::kernels::cuda {
@@ -38,13 +37,12 @@ class SignalWords {
   bool valid() const { return words_ != nullptr; }
   size_t size() const { return count_; }
 
-  // Host side (no CUDA call). Store: everything this thread wrote before is visible
-  // to whoever sees the value.
+  // Host side (no CUDA call): the words themselves (chorus/signalled_staging.h reads
+  // and writes them as atomics), and one load and store. Store: everything this thread
+  // wrote before is visible to whoever sees the value.
+  volatile uint32_t* host() const { return words_; }
   uint32_t Load(size_t i) const;
   void Store(size_t i, uint32_t value) const;
-  // Until word i equals `value`, polling (spinning briefly, then sleeping up to 100 us);
-  // a timeout error names `what`.
-  Status WaitFor(size_t i, uint32_t value, Deadline deadline, const char* what) const;
 
   // Stream side, enqueued: the stream writes `value` into word i once its earlier work
   // is done (with a memory barrier: that work's writes are visible first), or waits

@@ -192,6 +192,11 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) cudaSetDevice(previous_);
 }
 
+Status StreamMark::EnqueueWaitOn(void* stream) const {
+  return CudaError("cudaStreamWaitEvent (a stream waits for another's mark)",
+                   cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0));
+}
+
 bool StreamMark::Reached() const {
   return event_ == nullptr || cudaEventQuery(static_cast<cudaEvent_t>(event_)) != cudaErrorNotReady;
 }

@@ -100,6 +100,8 @@ class StreamMark {
   Status Wait(Deadline deadline, const char* what) const;
   // Whether the stream reached the mark or failed (Wait then says how); never blocks.
   bool Reached() const;
+  // Makes `stream`'s later work wait for the mark (cudaStreamWaitEvent).
+  Status EnqueueWaitOn(void* stream) const;
 
  private:
   void* event_ = nullptr;
@@ -152,6 +154,7 @@ class CopyStream {
   // cudaMemcpyAsync (any direction) without waiting: the mark says when it is done
   // (copies on one CopyStream complete in order).
   Result<StreamMark> Start(void* dst, const void* src, size_t bytes) const;
+  void* get() const { return stream_.get(); }  // the cudaStream_t
 
  private:
   Stream stream_;

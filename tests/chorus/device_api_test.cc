@@ -18,6 +18,7 @@
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/stream_ops.h"
 #include "tests/chorus/api_case.h"
+#include "tests/chorus/first_launch.h"
 #include "tests/util/multiproc.h"
 
 namespace chorus {
@@ -67,6 +68,21 @@ Options TestOptions(const std::string& cuda_ipc = "always") {
   return o;
 }
 
+// Staged stream-form calls with every CUDA operation enqueued at the call
+// (CHORUS_STAGING_SYNC=signals) instead of behind the gate kernel.
+Options WithSignals(Options o) {
+  o.config->staging_sync = "signals";
+  return o;
+}
+
+// Every stream-form call this communicator staged went with signal words (none fell
+// back to the gate).
+Status CheckSignalled(const Communicator& comm) {
+  const TrafficCounters c = comm.Counters();
+  if (c.device_calls_signalled == 0) return InternalError("no call was staged with signal words");
+  return Status::Ok();
+}
+
 // The two ways a stream-form collective runs when every rank is on this host.
 enum class Path { kCudaIpc, kStaged };
 const char* IpcSetting(Path p) { return p == Path::kCudaIpc ? "always" : "off"; }
@@ -95,6 +111,7 @@ int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64
     RANK_OK(call.Check());
   }
   RANK_OK(CheckPath(**comm, path));
+  if (o.config->staging_sync == "signals" && stream_form) RANK_OK(CheckSignalled(**comm));
   RANK_OK((*comm)->Shutdown());
   return 0;
 }
@@ -293,17 +310,82 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
 
+// The staged path with signal words: every collective (2 and 3 ranks), calls chained
+// on one stream, and in 256 KiB windows (8 a call, each its own words and CHAIN step;
+// not 4 KiB as above: two processes taking turns on one GPU pay a turn per window).
+TEST(DeviceApiTest, StagedWithSignalWords) {
+  SKIP_WITHOUT_GPU();
+  const Options o2 = WithSignals(TestOptions("off")), o3 = WithSignals(TestOptions("off"));
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, true, 41, Path::kStaged); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, true, 42, Path::kStaged); }, {120, {}}));
+  const Options chained = WithSignals(TestOptions("off"));
+  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(chained, r, 2); }, {120, {}}));
+  Options windows = WithSignals(TestOptions("off"));
+  windows.config->staging_window_bytes = 256 << 10;
+  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(windows, r, 2); }, {120, {}}));
+}
+
+// Under CUDA's lazy loading, a kernel's first launch loads it under the context's lock
+// and waits for the device to drain. While a staged call holds its stream behind the
+// gate kernel, that wait lasts until the call's timeout (its task's copies wait for
+// the lock); with signal words the task makes no CUDA call, so the call completes and
+// the kernel runs. Rank 1 joins a second late, so rank 0's call is in flight, its
+// stream waiting, when rank 0 launches the test's own kernel for the first time.
+TEST(DeviceApiTest, SignalWordsLetAKernelsFirstLaunchThroughDuringAStagedCall) {
+  SKIP_WITHOUT_GPU();
+  Options o = WithSignals(TestOptions("off"));
+  o.config->timeout_ms = 20000;  // the gate kernel would hold rank 0 this long, then fail the call
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    if (!cu::LazyLoading()) {
+      std::printf("rank %d: CUDA loads kernels eagerly here (CUDA_MODULE_LOADING): nothing to check\n", rank);
+      return 0;
+    }
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    Result<cu::Stream> s = cu::Stream::Create(), other = cu::Stream::Create();
+    RANK_OK(s.status());
+    RANK_OK(other.status());
+    const size_t n = (1u << 20) + 1;
+    auto in = cu::DeviceBuffer::Allocate(n * 4), out = cu::DeviceBuffer::Allocate(n * 4),
+         mine = cu::DeviceBuffer::Allocate(n * 4);
+    RANK_OK(in.status());
+    RANK_OK(out.status());
+    RANK_OK(mine.status());
+    std::vector<float> host(n, static_cast<float>(rank + 1));
+    RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), n * 4));
+    RANK_OK(cu::CopyToDevice(mine.value().get(), host.data(), n * 4));
+    if (rank == 1) usleep(1000 * 1000);
+    Work w = (*comm)->AllReduce(in.value().get(), out.value().get(), n, DataType::kFloat32, ReduceOp::kSum,
+                                CudaStream{s.value().get()});
+    if (rank == 0) RANK_OK(testing::AddOneOnDevice(static_cast<float*>(mine.value().get()), n, other.value().get()));
+    RANK_OK(w.Wait());
+    RANK_OK(cu::Synchronize(s.value().get()));
+    RANK_OK(cu::Synchronize(other.value().get()));
+    std::vector<float> got(n), added(n);
+    RANK_OK(cu::CopyToHost(got.data(), out.value().get(), n * 4));
+    RANK_OK(cu::CopyToHost(added.data(), mine.value().get(), n * 4));
+    for (size_t i = 0; i < n; ++i) {
+      RANK_CHECK(got[i] == 3.0f, "all_reduce element " + std::to_string(i) + ": " + std::to_string(got[i]));
+      RANK_CHECK(added[i] == rank + 1.0f + (rank == 0 ? 1.0f : 0.0f), "kernel element " + std::to_string(i));
+    }
+    RANK_OK(CheckSignalled(**comm));
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }, {90, {}}));
+}
+
 // A kernel enqueued before the call must finish before the call reads its input; work
 // enqueued right after the call returns must see the result. Before: the input is
 // doubled in place by a reduction kernel (x + x). After: the result is copied to a
 // third buffer on the same stream, and that copy is what is checked.
-// Both paths, on a stream of the test's and on the legacy default stream (CudaStream{}).
-class StreamOrderTest : public ::testing::TestWithParam<std::tuple<Path, bool>> {};
+// Both paths, on a stream of the test's and on the legacy default stream (CudaStream{});
+// the staged one with the gate and with signal words.
+class StreamOrderTest : public ::testing::TestWithParam<std::tuple<Path, bool, bool>> {};
 
 TEST_P(StreamOrderTest, BeforeAndAfter) {
   SKIP_WITHOUT_GPU();
-  const auto [path, legacy] = GetParam();
-  const Options o = TestOptions(IpcSetting(path));
+  const auto [path, legacy, signals] = GetParam();
+  const Options o = signals ? WithSignals(TestOptions(IpcSetting(path))) : TestOptions(IpcSetting(path));
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
@@ -337,16 +419,23 @@ TEST_P(StreamOrderTest, BeforeAndAfter) {
                  "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " + std::to_string(want));
     }
     RANK_OK(CheckPath(**comm, path));
+    if (signals) RANK_OK(CheckSignalled(**comm));
     RANK_OK((*comm)->Shutdown());
     return 0;
   }));
 }
 
 INSTANTIATE_TEST_SUITE_P(BothPaths, StreamOrderTest,
-                         ::testing::Combine(::testing::Values(Path::kCudaIpc, Path::kStaged), ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<Path, bool>>& i) {
+                         ::testing::Values(std::make_tuple(Path::kCudaIpc, false, false),
+                                           std::make_tuple(Path::kCudaIpc, true, false),
+                                           std::make_tuple(Path::kStaged, false, false),
+                                           std::make_tuple(Path::kStaged, true, false),
+                                           std::make_tuple(Path::kStaged, false, true),
+                                           std::make_tuple(Path::kStaged, true, true)),
+                         [](const ::testing::TestParamInfo<std::tuple<Path, bool, bool>>& i) {
                            return std::string(std::get<0>(i.param) == Path::kCudaIpc ? "CudaIpc" : "Staged") +
-                                  (std::get<1>(i.param) ? "LegacyStream" : "OwnStream");
+                                  (std::get<1>(i.param) ? "LegacyStream" : "OwnStream") +
+                                  (std::get<2>(i.param) ? "Signals" : "");
                          });
 
 // Send/Recv of device buffers: the blocking host forms and the stream forms.

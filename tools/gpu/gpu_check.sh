@@ -16,6 +16,7 @@
 #        chorus_ipc_split  the same, split (CHORUS_CUDA_IPC_ONE_GPU=split), as across GPUs
 #        chorus_auto  chorus with its defaults (stream form: through CUDA IPC at every size)
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
+#        chorus_tcp_signals  the same with every copy enqueued at the call (CHORUS_STAGING_SYNC=signals)
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
 #      device calls in stream order, one stream wait a loop, as nccl-tests times NCCL
@@ -179,7 +180,7 @@ done
 
 echo "== 1. tests ($(left) s left)"
 gtest cuda_reduce_test 90
-gtest device_api_test 180
+gtest device_api_test 240
 gtest device_backends_test 150 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
 
 echo "== 2. kernel benchmark ($(left) s left; other processes on the GPU: $(gpu_apps))"
@@ -194,6 +195,7 @@ perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC
 # The defaults (the footer says which way the calls went).
 perf_run chorus_auto chorus required
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
+perf_run chorus_tcp_signals chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=signals
 if [ -n "$nccl_works" ]; then
   perf_run nccl_socket nccl required NCCL_HOSTID=chorus_gpu_check_@RANK@
 else
@@ -216,6 +218,7 @@ else
     sweep=$mps_sweep perf_run chorus_ipc_mps chorus optional CHORUS_CUDA_IPC=always
     sweep=$mps_sweep perf_run chorus_ipc_split_mps chorus optional CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
     sweep=$mps_sweep perf_run chorus_tcp_mps chorus optional CHORUS_CUDA_IPC=off
+    sweep=$mps_sweep perf_run chorus_tcp_signals_mps chorus optional CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=signals
     [ -n "$nccl_works" ] && sweep=$mps_sweep perf_run nccl_socket_mps nccl optional NCCL_HOSTID=chorus_gpu_check_@RANK@
     echo quit | timeout 20 "$mps"
   else
@@ -233,6 +236,8 @@ for k in 1 4 8; do
 done
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run gloo_host gloo optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
+grep -q 'staged (0 with signal' "$work/perf_chorus_tcp_signals.rank0.log" &&
+  { echo "chorus_tcp_signals: no call went with signal words (see its footer and log)"; fail=1; }
 for run in chorus_ipc chorus_ipc_split chorus_ipc_blocking; do
   grep -q 'through CUDA IPC, 0 staged' "$work/perf_$run.rank0.log" ||
     { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
@@ -250,6 +255,8 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_ipc chorus_ipc_split
   side_by_side chorus_ipc chorus_ipc_blocking
   side_by_side chorus_tcp nccl_torch | tee "$work/tcp_vs_torch.txt"
+  side_by_side chorus_tcp_signals chorus_tcp
+  side_by_side chorus_tcp_signals nccl_socket
   side_by_side chorus_auto chorus_ipc
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
@@ -259,6 +266,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_ipc_split_mps chorus_ipc_split
   side_by_side chorus_tcp_mps chorus_tcp
   side_by_side chorus_tcp_mps nccl_socket_mps
+  side_by_side chorus_tcp_signals_mps chorus_tcp_mps
   [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
 } | tee -a "$tables"
 

@@ -81,9 +81,11 @@ class ChorusBackend : public Backend {
         std::snprintf(text, sizeof(text), "rank %d: %llu messages (%.1f MiB) arrived before their receive was posted",
                       comm_->rank(), static_cast<unsigned long long>(c.early_messages), c.early_bytes / 1048576.0);
     if (c.device_calls_ipc + c.device_calls_staged > 0 && len > 0 && len < static_cast<int>(sizeof(text))) {
-      std::snprintf(text + len, sizeof(text) - len, "; device-buffer calls: %llu through CUDA IPC, %llu staged",
+      std::snprintf(text + len, sizeof(text) - len,
+                    "; device-buffer calls: %llu through CUDA IPC, %llu staged (%llu with signal words)",
                     static_cast<unsigned long long>(c.device_calls_ipc),
-                    static_cast<unsigned long long>(c.device_calls_staged));
+                    static_cast<unsigned long long>(c.device_calls_staged),
+                    static_cast<unsigned long long>(c.device_calls_signalled));
     }
     return text;
   }
