@@ -229,14 +229,6 @@ Status DeviceCalls::Init(int device) {
     init_error_ = st.WithContext("setting up device-buffer staging");
     return init_error_;
   }
-  // The program's own kernels cannot be: say what a first launch behind a gate does.
-  static std::atomic<bool> warned{false};
-  if (cuda::LazyLoading() && !warned.exchange(true)) {
-    CHORUS_WARN("CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the default): a kernel launched "
-                "for the first time while a staged chorus call holds its stream waits for that call, and the call's "
-                "copies wait for the loading, until the call's timeout. Set CUDA_MODULE_LOADING=EAGER, or launch each "
-                "kernel once before the first collective on device buffers across hosts");
-  }
   auto res = std::make_unique<Resources>();
   res->device = device;
   Result<cuda::StreamGate> gate = cuda::StreamGate::Create();
@@ -260,6 +252,16 @@ Status DeviceCalls::Init(int device) {
       CHORUS_WARN("CHORUS_STAGING_SYNC=signals: " << (words.ok() ? c3.status() : words.status()).message()
                                                    << "; staged calls hold their stream with the gate kernel instead");
     }
+  }
+  // The program's own kernels cannot be: say what a first launch behind a gate does
+  // (signal words hold no stream behind a kernel).
+  static std::atomic<bool> warned{false};
+  if (!res->words.valid() && cuda::LazyLoading() && !warned.exchange(true)) {
+    CHORUS_WARN("CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the default): a kernel launched "
+                "for the first time while a staged chorus call holds its stream waits for that call, and the call's "
+                "copies wait for the loading, until the call's timeout. Set CUDA_MODULE_LOADING=EAGER (or try "
+                "CHORUS_STAGING_SYNC=signals), or launch each kernel once before the first collective on device buffers "
+                "across hosts");
   }
   res->gate = std::move(gate.value());
   res->executor.copies = std::move(c1.value());
