@@ -48,14 +48,17 @@ constexpr size_t kStagingSegment = 2 << 20;
 constexpr size_t kMaxSignalSegments = 4096;
 
 // One window's copies on the two streams (signalled_staging.h has the schedule):
-//   copies: wait CHAIN == chain; per input segment: device -> host, IN[k] = seq
+//   copies: wait for `previous` (the last window's results left the stand-ins);
+//           per input segment: device -> host, IN[k] = seq
 //   caller: per output segment: wait OUT[k] == seq, host -> device; CHAIN = seq
-// `*chained`: the CHAIN write was enqueued (the last step: then so was everything).
-Status EnqueueWindowCopies(const cuda::SignalWords& words, const SignalView& view, const SignalledWindow& w,
-                           uint32_t chain, const DeviceIo& io, char* host_send, char* host_recv, void* copies,
-                           void* caller, bool* chained) {
-  *chained = false;
-  CHORUS_RETURN_IF_ERROR(words.EnqueueWait(copies, SignalView::kChain, chain));
+// Returns the mark after this window's results, for the next window's copies: the one
+// stream waits for the other through an event, which CUDA sees (a wait on a word
+// written by another stream is an order CUDA's scheduler does not know about).
+Result<cuda::StreamMark> EnqueueWindowCopies(const cuda::SignalWords& words, const SignalView& view,
+                                             const SignalledWindow& w, const cuda::StreamMark* previous,
+                                             const DeviceIo& io, char* host_send, char* host_recv, void* copies,
+                                             void* caller) {
+  if (previous != nullptr) CHORUS_RETURN_IF_ERROR(previous->EnqueueWaitOn(copies));
   const auto* send = static_cast<const char*>(io.send);
   for (size_t k = 0; k < w.in_segments; ++k) {
     const size_t off = k * w.segment;
@@ -69,8 +72,7 @@ Status EnqueueWindowCopies(const cuda::SignalWords& words, const SignalView& vie
     CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(recv + off, host_recv + off, std::min(w.segment, io.recv_bytes - off), caller));
   }
   CHORUS_RETURN_IF_ERROR(words.EnqueueWrite(caller, SignalView::kChain, w.seq));
-  *chained = true;
-  return Status::Ok();
+  return cuda::StreamMark::Record(caller);
 }
 
 // Sets every OUT word of windows whose task never ran (the executor dropped it), so
@@ -202,10 +204,11 @@ struct DeviceCalls::Resources {
   Staging caller;    // used under caller_mu_ by RunNow
   // CHORUS_STAGING_SYNC=signals, where the driver allows it (else words is empty): the
   // stand-ins and copy stream of signalled calls, the words, the last window's number
-  // and the CHAIN value the next window's copies wait for.
+  // and the mark after its results (the next window's input copies wait for it).
   Staging signalled;
   cuda::SignalWords words;
-  uint32_t seq = 0, chain = 0;
+  uint32_t seq = 0;
+  std::shared_ptr<cuda::StreamMark> landed;
   SignalView view() const { return SignalView{words.host(), kMaxSignalSegments}; }
   // Last, so destroyed first: it opens every gate before the staging's pinned memory goes.
   cuda::StreamGate gate;
@@ -373,10 +376,10 @@ Work DeviceCalls::EnqueueSignalled(void* stream, StagedRuns windows, Executor& e
   for (size_t i = 0; i < windows.size() && st.ok(); ++i) {
     res.seq = NextSeq(res.seq);
     plan.push_back(PlanWindow(windows[i].io, res.seq, kStagingSegment, kMaxSignalSegments));
-    bool chained = false;
-    st = EnqueueWindowCopies(res.words, view, plan.back(), res.chain, windows[i].io, host->send, host->recv, copies,
-                             stream, &chained);
-    if (chained) res.chain = plan.back().seq;
+    Result<cuda::StreamMark> landed = EnqueueWindowCopies(res.words, view, plan.back(), res.landed.get(),
+                                                          windows[i].io, host->send, host->recv, copies, stream);
+    st = landed.status();
+    if (st.ok()) res.landed = std::make_shared<cuda::StreamMark>(std::move(landed.value()));
   }
   if (!st.ok()) {
     for (const SignalledWindow& w : plan) ReleaseWindow(view, w);  // what was enqueued goes on

@@ -27,9 +27,9 @@
 // (signalled_staging.h has the schedule); the task only polls and stores those words.
 // It makes no CUDA call, so nothing that holds CUDA's context lock while it waits for
 // the device (a kernel's first launch under lazy loading, a cudaFree) can stall it
-// behind its own call, and no kernel spins while the stream waits. The windows of all
-// calls are chained through one word, so the stand-ins are reused only once the
-// previous window's results left them.
+// behind its own call, and no kernel spins while the stream waits. Each window's input
+// copies wait (an event) for the previous window's last copy back, so the stand-ins
+// are reused only once the previous window's results left them.
 //
 // Host form given device buffers (detected): the same staging on the calling thread;
 // as with host buffers the inputs must be ready when the call is made (synchronize

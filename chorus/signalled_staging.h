@@ -1,7 +1,8 @@
 // The host side of a staged stream-form call whose CUDA work was all enqueued when the
 // call was made (CHORUS_STAGING_SYNC=signals, device_calls.h). Per window, with
 // sequence number `seq` and the windows chained in call order:
-//   copy stream:   wait CHAIN == previous window's seq      // its results left the stand-ins
+//   copy stream:   wait for the previous window's last copy back (an event: its results
+//                  left the stand-ins)
 //                  for each input segment k: copy device -> host; IN[k] = seq
 //   caller stream: for each output segment k: wait OUT[k] == seq; copy host -> device
 //                  CHAIN = seq                              // this window's results are on the device

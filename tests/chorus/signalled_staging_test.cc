@@ -1,7 +1,8 @@
 // The task side of CHORUS_STAGING_SYNC=signals (chorus/signalled_staging.h) without a
-// GPU: two threads stand in for the copy stream and the caller's stream, doing exactly
-// what device_calls.cc enqueues on them (waits on words, copies, word writes), over
-// ordinary memory. The same on a GPU: device_api_test's *Signals tests.
+// GPU: two threads stand in for the copy stream and the caller's stream, doing what
+// device_calls.cc enqueues on them (waits on words, copies, word writes) over ordinary
+// memory; the copy stream's wait for the previous window, an event there, is a wait for
+// CHAIN here. The same on a GPU: device_api_test's *Signal* tests.
 #include "chorus/signalled_staging.h"
 
 #include <gtest/gtest.h>
