@@ -50,7 +50,8 @@ constexpr size_t kMaxSignalSegments = 4096;
 // One window's copies on the two streams (signalled_staging.h has the schedule):
 //   copies: wait for `previous` (the last window's results left the stand-ins);
 //           per input segment: device -> host, IN[k] = seq
-//   caller: per output segment: wait OUT[k] == seq, host -> device; CHAIN = seq
+//   caller: per output segment: wait OUT[k] == seq, host -> device; wait DONE >= seq;
+//           CHAIN = seq
 // Returns the mark after this window's results, for the next window's copies: the one
 // stream waits for the other through an event, which CUDA sees (a wait on a word
 // written by another stream is an order CUDA's scheduler does not know about).
@@ -71,6 +72,7 @@ Result<cuda::StreamMark> EnqueueWindowCopies(const cuda::SignalWords& words, con
     CHORUS_RETURN_IF_ERROR(words.EnqueueWait(caller, view.Out(k), w.seq));
     CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(recv + off, host_recv + off, std::min(w.segment, io.recv_bytes - off), caller));
   }
+  CHORUS_RETURN_IF_ERROR(words.EnqueueWaitReached(caller, SignalView::kDone, w.seq));
   CHORUS_RETURN_IF_ERROR(words.EnqueueWrite(caller, SignalView::kChain, w.seq));
   return cuda::StreamMark::Record(caller);
 }

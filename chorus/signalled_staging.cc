@@ -90,6 +90,7 @@ SignalledWindow PlanWindow(const DeviceIo& io, uint32_t seq, size_t base, size_t
 
 void ReleaseWindow(const SignalView& words, const SignalledWindow& w) {
   for (size_t k = 0; k < w.out_segments; ++k) words.Store(words.Out(k), w.seq);
+  words.Store(SignalView::kDone, w.seq);
 }
 
 Status RunSignalledWindow(const SignalView& words, const SignalledWindow& w, const DeviceIo& io, const HostRun& run,
@@ -110,7 +111,7 @@ Status RunSignalledWindow(const SignalView& words, const SignalledWindow& w, con
     Status done = pipeline.Finish(st.ok());
     if (st.ok()) st = done;
   }
-  ReleaseWindow(words, w);  // failed or not: the caller's stream goes on
+  ReleaseWindow(words, w);  // failed or not: the caller's stream goes on (DONE: the stand-ins are free)
   return st;
 }
 

@@ -5,9 +5,12 @@
 //                  left the stand-ins)
 //                  for each input segment k: copy device -> host; IN[k] = seq
 //   caller stream: for each output segment k: wait OUT[k] == seq; copy host -> device
+//                  wait DONE >= seq                         // the task is done with the stand-ins
 //                  CHAIN = seq                              // this window's results are on the device
 //   task (here):   wait IN[k] == seq for the segments the algorithm reads, run it on the
-//                  host stand-ins, OUT[k] = seq as each output segment is final
+//                  host stand-ins, OUT[k] = seq as each output segment is final, then
+//                  DONE = seq once the algorithm returned (its sends from the stand-ins
+//                  included, and for a window without outputs, a send's, say)
 // The words live in pinned, device-mapped host memory (kernels::cuda::SignalWords); the
 // task only reads and writes them, so it makes no CUDA call at all and nothing holding
 // CUDA's context lock (a lazily loaded kernel's first launch, a cudaFree, both of which
@@ -27,16 +30,16 @@
 
 namespace chorus::internal {
 
-// The words as the host sees them: [0] CHAIN, then IN[0..max_segments), then
-// OUT[0..max_segments).
+// The words as the host sees them: [0] CHAIN, [1] DONE, then IN[0..max_segments), then
+// OUT[0..max_segments). CHAIN and DONE only grow (in sequence order, wrapping).
 struct SignalView {
   volatile uint32_t* words = nullptr;
   size_t max_segments = 0;
 
-  static constexpr size_t kChain = 0;
-  size_t In(size_t seg) const { return 1 + seg; }
-  size_t Out(size_t seg) const { return 1 + max_segments + seg; }
-  static size_t WordsFor(size_t max_segments) { return 1 + 2 * max_segments; }
+  static constexpr size_t kChain = 0, kDone = 1;
+  size_t In(size_t seg) const { return 2 + seg; }
+  size_t Out(size_t seg) const { return 2 + max_segments + seg; }
+  static size_t WordsFor(size_t max_segments) { return 2 + 2 * max_segments; }
 
   uint32_t Load(size_t i) const { return __atomic_load_n(const_cast<uint32_t*>(&words[i]), __ATOMIC_ACQUIRE); }
   // Everything this thread wrote before is visible to whoever sees the value.
@@ -68,8 +71,8 @@ SignalledWindow PlanWindow(const DeviceIo& io, uint32_t seq, size_t base, size_t
 Status RunSignalledWindow(const SignalView& words, const SignalledWindow& w, const DeviceIo& io, const HostRun& run,
                           char* host_send, char* host_recv, Deadline deadline);
 
-// Sets every OUT word of `w` (a window whose task will not run: the caller's stream
-// then goes on).
+// Sets every OUT word of `w`, then DONE (the end of every window, and what a window
+// whose task will not run gets: the caller's stream then goes on).
 void ReleaseWindow(const SignalView& words, const SignalledWindow& w);
 
 }  // namespace chorus::internal

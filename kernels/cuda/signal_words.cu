@@ -84,4 +84,10 @@ Status SignalWords::EnqueueWait(void* stream, size_t i, uint32_t value) const {
                      Ops().wait(static_cast<CUstream>(stream), addr, value, CU_STREAM_WAIT_VALUE_EQ));
 }
 
+Status SignalWords::EnqueueWaitReached(void* stream, size_t i, uint32_t value) const {
+  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
+  return DriverError("cuStreamWaitValue32 (GEQ)",
+                     Ops().wait(static_cast<CUstream>(stream), addr, value, CU_STREAM_WAIT_VALUE_GEQ));
+}
+
 }  // namespace chorus::kernels::cuda

@@ -46,9 +46,11 @@ class SignalWords {
 
   // Stream side, enqueued: the stream writes `value` into word i once its earlier work
   // is done (with a memory barrier: that work's writes are visible first), or waits
-  // until word i equals `value` before its later work starts.
+  // before its later work until word i equals `value`, or has reached it (cyclic:
+  // (int32_t)(word - value) >= 0, for words that only grow).
   Status EnqueueWrite(void* stream, size_t i, uint32_t value) const;
   Status EnqueueWait(void* stream, size_t i, uint32_t value) const;
+  Status EnqueueWaitReached(void* stream, size_t i, uint32_t value) const;
 
  private:
   volatile uint32_t* words_ = nullptr;

@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -26,8 +28,10 @@ struct Board {
 class FakeStreams {
  public:
   // `copy_ok`: the copy stream signals its segments (false: it never does).
-  FakeStreams(const SignalView& v, const SignalledWindow& w, uint32_t prev, const DeviceIo& io, char* host_send,
-              const char* host_recv, bool copy_ok = true) {
+  // `on_chain` runs just before the caller's stream writes CHAIN.
+  FakeStreams(
+      const SignalView& v, const SignalledWindow& w, uint32_t prev, const DeviceIo& io, char* host_send,
+      const char* host_recv, bool copy_ok = true, std::function<void()> on_chain = [] {}) {
     copy_ = std::thread([=] {
       if (!v.WaitFor(SignalView::kChain, prev, Deadline::AfterMs(5000), "chain").ok() || !copy_ok) return;
       for (size_t k = 0; k < w.in_segments; ++k) {
@@ -43,6 +47,8 @@ class FakeStreams {
         const size_t off = k * w.segment, n = std::min(w.segment, io.recv_bytes - off);
         std::memcpy(static_cast<char*>(io.recv) + off, host_recv + off, n);
       }
+      if (!v.WaitReached(SignalView::kDone, w.seq, Deadline::AfterMs(5000), "done").ok()) return;
+      on_chain();
       v.Store(SignalView::kChain, w.seq);
     });
   }
@@ -151,6 +157,30 @@ TEST(SignalledStaging, FailuresStillReleaseTheCallersStream) {
         << st.ToString();
     EXPECT_EQ(b.view.Load(SignalView::kChain), 5u) << "the caller's stream did not get through";
   }
+}
+
+// A window without outputs (a send): nothing for the caller's stream to copy back, yet
+// it waits for the task to be done with the stand-ins (DONE) before the next window's
+// input may overwrite them.
+TEST(SignalledStaging, AWindowWithoutOutputsEndsOnlyWhenItsTaskIsDone) {
+  Board b;
+  const size_t bytes = 3000;
+  std::vector<char> dev_in = Pattern(bytes, 5), host_in(bytes), host_out;
+  DeviceIo io{dev_in.data(), bytes, nullptr, 0, false};
+  const SignalledWindow w = PlanWindow(io, 3, 1000, kMax);
+  ASSERT_EQ(w.out_segments, 0u);
+  std::atomic<bool> sent{false}, early{false};
+  FakeStreams streams(b.view, w, 0, io, host_in.data(), host_out.data(), true, [&] { early = !sent.load(); });
+  HostRun send = [&](const void* in, void*, algos::StreamStaging*) -> Status {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the send still reads the stand-in
+    sent = std::memcmp(in, dev_in.data(), bytes) == 0;
+    return Status::Ok();
+  };
+  ASSERT_TRUE(RunSignalledWindow(b.view, w, io, send, host_in.data(), host_out.data(), Deadline::AfterMs(5000)).ok());
+  streams.Join();
+  EXPECT_TRUE(sent.load());
+  EXPECT_FALSE(early.load()) << "the caller's stream went on before the task was done with the stand-ins";
+  EXPECT_EQ(b.view.Load(SignalView::kChain), 3u);
 }
 
 TEST(SignalledStaging, SegmentsGrowPastTheirLimitAndSeqSkipsZero) {
