@@ -59,7 +59,8 @@ finish() {
   wait "$tee_pid" 2>/dev/null
   exit $fail
 }
-# Seconds the whole check may take (GPU_CHECK_SECONDS, 570 by default: a 600 s call with a margin).
+# Seconds the whole check may take (GPU_CHECK_SECONDS, 570 by default: a 600 s call with a
+# margin; the whole check wants about 500 s, memcheck the rest).
 budget=${GPU_CHECK_SECONDS:-570}
 left() { echo $((budget - (SECONDS - start))); }  # seconds left of the check
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }  # a step's limit, within what is left
@@ -189,11 +190,7 @@ cat "$work/kernel_bench.txt" | tee -a "$tables"
 awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
 
 echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left; other processes on the GPU: $(gpu_apps))"
-perf_run chorus_ipc chorus required CHORUS_CUDA_IPC=always
-perf_flags=--blocking perf_run chorus_ipc_blocking chorus required CHORUS_CUDA_IPC=always
-perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
-# The defaults (the footer says which way the calls went).
-perf_run chorus_auto chorus required
+# The bars' runs first (the staged path beside NCCL, then CUDA IPC), the rest after.
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
 perf_run chorus_tcp_signals chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=signals
 if [ -n "$nccl_works" ]; then
@@ -203,6 +200,8 @@ else
   fail=1
   : >"$work/perf_nccl_socket.txt"
 fi
+perf_run chorus_ipc chorus required CHORUS_CUDA_IPC=always
+perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
 perf_run nccl_shared nccl optional NCCL_MULTI_RANK_GPU_ENABLE=1
 # Under MPS, where both ranks' work shares the GPU instead of taking turns in time slices
 # (NVIDIA's way for processes to share one GPU): CUDA IPC led and split, staged, NCCL.
@@ -227,6 +226,9 @@ else
   cp -r "$CUDA_MPS_LOG_DIRECTORY" "$work/mps_log" 2>/dev/null
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
+perf_flags=--blocking perf_run chorus_ipc_blocking chorus required CHORUS_CUDA_IPC=always
+# The defaults (the footer says which way the calls went).
+perf_run chorus_auto chorus required
 # What the staged path's wire gives: the same sweep on host buffers (no GPU copies),
 # with 1 to 8 sockets per peer at 256 MiB, and Gloo's on the same loopback (chorus_perf
 # carries libgloo) for scale.
