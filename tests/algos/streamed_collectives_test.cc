@@ -21,7 +21,9 @@
 #include "algos/fingerprint.h"
 #include "algos/selector.h"
 #include "chorus/collective_call.h"
+#include "chorus/signalled_staging.h"
 #include "chorus/staging_pipeline.h"
+#include "tests/algos/fake_streams.h"
 #include "tests/algos/host_copies.h"
 #include "tests/algos/tcp_world.h"
 
@@ -247,6 +249,76 @@ TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
     EXPECT_EQ(position(read(0).offset), 0) << "rank " << r;
     auto mid = [&](int i) { return read(i).offset + read(i).count / 2; };
     if (c.n > 2) EXPECT_LT(position(mid(1)), position(mid(c.n - 1))) << "rank " << r;
+  }
+}
+
+// The same collectives staged with signal words (CHORUS_STAGING_SYNC=signals): the input
+// comes over in address order whatever order the algorithm reads it in, each segment
+// behind its IN word; results go back behind their OUT words (fake_streams.h stands in
+// for the two CUDA streams).
+TEST_P(Streamed, WithSignalWordsResultsMatch) {
+  const Case c = GetParam();
+  const int root = c.n - 1;
+  Result<std::unique_ptr<testing::TcpWorld>> w = testing::TcpWorld::Create(c.n);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr size_t kMaxSegments = 1024;
+  std::vector<RankBuffers> dev(c.n);
+  std::vector<DeviceIo> io(c.n);
+  std::vector<std::vector<float>> host_in(c.n), host_out(c.n);
+  std::vector<std::vector<uint32_t>> words(c.n, std::vector<uint32_t>(internal::SignalView::WordsFor(kMaxSegments)));
+  for (int r = 0; r < c.n; ++r) {
+    dev[r] = Layout(c.kind, c.n, r, root, c.count, c.in_place);
+    std::vector<float>& d = dev[r].device;
+    CollectiveCall call{c.kind, d.data() + dev[r].send_at, d.data() + dev[r].recv_at, c.count,
+                        DataType::kFloat32, ReduceOp::kSum, root};
+    io[r] = internal::CallIo(call, r, c.n);
+    io[r].streamed = true;
+    for (size_t i = 0; i < io[r].recv_bytes / sizeof(float); ++i) d[dev[r].recv_at + i] = -1.0f;
+    for (size_t j = 0; j < io[r].send_bytes / sizeof(float); ++j) d[dev[r].send_at + j] = Input(r, j);
+    host_out[r].assign(io[r].recv_bytes / sizeof(float), nan);
+    host_in[r].assign(io[r].send_bytes / sizeof(float), nan);
+  }
+  algos::Tuning tuning;
+  tuning.chunk_bytes = 16 << 10;
+  const uint64_t fp = algos::Fingerprint(c.kind, c.count, DataType::kFloat32, ReduceOp::kSum, root);
+  std::vector<Status> st = w.value()->Run(
+      [&](int) { return fp; },
+      [&](int r, const algos::Context& ctx) -> Status {
+        const internal::SignalView view{words[r].data(), kMaxSegments};
+        const internal::SignalledWindow win = internal::PlanWindow(io[r], 1, kSegment, kMaxSegments);
+        const auto* send = static_cast<const char*>(io[r].send);
+        const auto* recv = static_cast<const char*>(io[r].recv);
+        const bool aliased = io[r].send_bytes && io[r].recv_bytes && send >= recv &&
+                             send + io[r].send_bytes <= recv + io[r].recv_bytes;
+        char* hout = reinterpret_cast<char*>(host_out[r].data());
+        char* hsend = aliased ? hout + (send - recv) : reinterpret_cast<char*>(host_in[r].data());
+        testing::FakeStreams streams(view, win, 0, io[r], hsend, hout);
+        internal::HostRun run = [&](const void* s, void* out, algos::StreamStaging* staging) {
+          algos::Context sctx = ctx;
+          sctx.staging = staging;
+          CollectiveCall on{c.kind, s, out, c.count, DataType::kFloat32, ReduceOp::kSum, root};
+          return internal::Dispatch(sctx, on, AlgorithmOf(c.kind), tuning);
+        };
+        Status s = internal::RunSignalledWindow(view, win, io[r], run, hsend, hout, ctx.deadline);
+        streams.Join();
+        if (s.ok() && view.Load(internal::SignalView::kChain) != win.seq) {
+          return InternalError("the caller's stream did not get through");
+        }
+        return s;
+      });
+  for (int r = 0; r < c.n; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+  for (int r = 0; r < c.n; ++r) {
+    size_t wrong = 0;
+    const size_t elems = io[r].recv_bytes / sizeof(float);
+    for (size_t i = 0; i < elems; ++i) {
+      const float want = Expected(c.kind, c.n, r, root, c.count, i);
+      if (dev[r].device[dev[r].recv_at + i] != want && wrong++ < 3) {
+        ADD_FAILURE() << "rank " << r << " element " << i << ": " << dev[r].device[dev[r].recv_at + i] << ", want "
+                      << want;
+      }
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << r << " of " << elems;
   }
 }
 

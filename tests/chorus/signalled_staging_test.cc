@@ -1,9 +1,9 @@
 // The task side of CHORUS_STAGING_SYNC=signals (chorus/signalled_staging.h) without a
-// GPU: two threads stand in for the copy stream and the caller's stream, doing what
-// device_calls.cc enqueues on them (waits on words, copies, word writes) over ordinary
-// memory; the copy stream's wait for the previous window, an event there, is a wait for
-// CHAIN here. The same on a GPU: device_api_test's *Signal* tests.
+// GPU: two threads stand in for the streams (tests/algos/fake_streams.h). Every
+// collective through it on real transports: streamed_collectives_test's Signalled
+// cases; on a GPU: device_api_test's *Signal* tests.
 #include "chorus/signalled_staging.h"
+#include "tests/algos/fake_streams.h"
 
 #include <gtest/gtest.h>
 
@@ -17,48 +17,13 @@
 namespace chorus::internal {
 namespace {
 
+using testing::FakeStreams;
+
 constexpr size_t kMax = 64;  // segments per direction
 
 struct Board {
   std::vector<uint32_t> mem = std::vector<uint32_t>(SignalView::WordsFor(kMax), 0);
   SignalView view{mem.data(), kMax};
-};
-
-// The two streams' part of one window, each on its own thread (joined by Join).
-class FakeStreams {
- public:
-  // `copy_ok`: the copy stream signals its segments (false: it never does).
-  // `on_chain` runs just before the caller's stream writes CHAIN.
-  FakeStreams(
-      const SignalView& v, const SignalledWindow& w, uint32_t prev, const DeviceIo& io, char* host_send,
-      const char* host_recv, bool copy_ok = true, std::function<void()> on_chain = [] {}) {
-    copy_ = std::thread([=] {
-      if (!v.WaitFor(SignalView::kChain, prev, Deadline::AfterMs(5000), "chain").ok() || !copy_ok) return;
-      for (size_t k = 0; k < w.in_segments; ++k) {
-        const size_t off = k * w.segment, n = std::min(w.segment, io.send_bytes - off);
-        std::this_thread::sleep_for(std::chrono::microseconds(200));  // a copy takes time: the task must wait
-        std::memcpy(host_send + off, static_cast<const char*>(io.send) + off, n);
-        v.Store(v.In(k), w.seq);
-      }
-    });
-    caller_ = std::thread([=] {
-      for (size_t k = 0; k < w.out_segments; ++k) {
-        if (!v.WaitFor(v.Out(k), w.seq, Deadline::AfterMs(5000), "out").ok()) return;
-        const size_t off = k * w.segment, n = std::min(w.segment, io.recv_bytes - off);
-        std::memcpy(static_cast<char*>(io.recv) + off, host_recv + off, n);
-      }
-      if (!v.WaitReached(SignalView::kDone, w.seq, Deadline::AfterMs(5000), "done").ok()) return;
-      on_chain();
-      v.Store(SignalView::kChain, w.seq);
-    });
-  }
-  void Join() {
-    copy_.join();
-    caller_.join();
-  }
-
- private:
-  std::thread copy_, caller_;
 };
 
 // out[i] = in[i] + 1, segment by segment as the input arrives; the output segments
