@@ -43,6 +43,7 @@
 #include "algos/buffer.h"
 #include "algos/chunking.h"
 #include "algos/collectives.h"
+#include "algos/input_order.h"
 #include "algos/pending_sends.h"
 #include "kernels/reduce.h"
 
@@ -90,14 +91,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
   };
 
   // Streamed: the input comes to the host in the order this rank reads it, blocks r, r-1, ...
-  InputOrder(ctx, [&] {
-    std::vector<std::pair<size_t, size_t>> order;
-    for (int s = 0; s < n; ++s) {
-      const Span b = EvenBlock(count, n, Mod(r - s, n));
-      order.emplace_back(b.offset * es, b.count * es);
-    }
-    return order;
-  });
+  InputOrder(ctx, [&] { return InputReadOrder(Collective::kAllReduce, Algorithm::kRing, r, n, count, dtype); });
   const bool in_place = send == recv;
   const bool windowed = in_place || NumChunks(EvenBlock(count, n, 0).count, chunk_elems) > kWindowAboveChunks;
   const size_t rs_window = windowed ? kRecvsInFlight : SIZE_MAX;

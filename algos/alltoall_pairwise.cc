@@ -19,6 +19,7 @@
 #include "algos/buffer.h"
 #include "algos/collectives.h"
 #include "algos/grants.h"
+#include "algos/input_order.h"
 #include "algos/pending_sends.h"
 
 namespace chorus::algos {
@@ -29,11 +30,7 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
   const size_t bytes = count * DataTypeSize(dtype);
   const size_t total = bytes * static_cast<size_t>(n);
   // Streamed: the input comes to the host in the order this rank sends it, ours last.
-  InputOrder(ctx, [&] {
-    std::vector<std::pair<size_t, size_t>> order;
-    for (int s = 1; s <= n; ++s) order.emplace_back(static_cast<size_t>((r + s) % n) * bytes, bytes);
-    return order;
-  });
+  InputOrder(ctx, [&] { return InputReadOrder(Collective::kAllToAll, Algorithm::kPairwise, r, n, count, dtype); });
   // In place (recv overlapping send), blocks would be overwritten before they are
   // sent: work from a copy of the send buffer.
   BufferCache::Buffer copy;

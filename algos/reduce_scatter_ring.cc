@@ -23,6 +23,7 @@
 #include "algos/buffer.h"
 #include "algos/chunking.h"
 #include "algos/collectives.h"
+#include "algos/input_order.h"
 #include "algos/pending_sends.h"
 #include "kernels/reduce.h"
 
@@ -61,11 +62,7 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
 
   // Streamed: the input comes to the host in the order this rank reads it, blocks r-1, r-2, ...
-  InputOrder(ctx, [&] {
-    std::vector<std::pair<size_t, size_t>> order;
-    for (int s = 1; s <= n; ++s) order.emplace_back(block(Mod(r - s, n)).offset * es, count * es);
-    return order;
-  });
+  InputOrder(ctx, [&] { return InputReadOrder(Collective::kReduceScatter, Algorithm::kRing, r, n, count, dtype); });
   ChunkPool pool(chunk_elems * es, ctx.scratch);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);

@@ -21,6 +21,9 @@ struct DeviceIo {
   void* recv = nullptr;
   size_t recv_bytes = 0;
   bool streamed = false;  // the algorithm uses the staging hooks (algos::Streams)
+  // Where streamed: the order the algorithm reads its input in (algos::InputReadOrder),
+  // for staging that enqueues the input's copies before the algorithm runs.
+  std::vector<std::pair<size_t, size_t>> input_order;
 };
 
 struct CollectiveCall {

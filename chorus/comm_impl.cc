@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "algos/input_order.h"
 #include "chorus/log.h"
 #include "chorus/transport_setup.h"
 #include "kernels/cuda/reduce_cuda.h"
@@ -263,6 +264,9 @@ Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* 
                                                             << algos::AlgorithmName(choice.algorithm) << " ("
                                                             << choice.reason << ")");
   io->streamed = algos::Streams(call.kind, choice.algorithm);
+  if (io->streamed) {
+    io->input_order = algos::InputReadOrder(call.kind, choice.algorithm, rank_, size_, call.count, call.dtype);
+  }
   return HostRun([this, ctx, call, algorithm = choice.algorithm](const void* send, void* recv,
                                                                  algos::StreamStaging* staging) mutable {
     CollectiveCall on = call;  // the caller's buffers, or their host stand-ins

@@ -49,7 +49,7 @@ constexpr size_t kMaxSignalSegments = 4096;
 
 // One window's copies on the two streams (signalled_staging.h has the schedule):
 //   copies: wait for `previous` (the last window's results left the stand-ins);
-//           per input segment: device -> host, IN[k] = seq
+//           per input segment k in w.in_order: device -> host, IN[k] = seq
 //   caller: per output segment: wait OUT[k] == seq, host -> device; wait DONE >= seq;
 //           CHAIN = seq
 // Returns the mark after this window's results, for the next window's copies: the one
@@ -61,7 +61,7 @@ Result<cuda::StreamMark> EnqueueWindowCopies(const cuda::SignalWords& words, con
                                              void* caller) {
   if (previous != nullptr) CHORUS_RETURN_IF_ERROR(previous->EnqueueWaitOn(copies));
   const auto* send = static_cast<const char*>(io.send);
-  for (size_t k = 0; k < w.in_segments; ++k) {
+  for (size_t k : w.in_order) {
     const size_t off = k * w.segment;
     CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(host_send + off, send + off, std::min(w.segment, io.send_bytes - off), copies));
     CHORUS_RETURN_IF_ERROR(words.EnqueueWrite(copies, view.In(k), w.seq));

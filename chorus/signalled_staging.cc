@@ -8,24 +8,28 @@
 namespace chorus::internal {
 namespace {
 
-// The input's copies, enqueued at the call in address order: a segment's ticket is its
-// index, and its copy is done once its IN word holds the window's seq (so, in address
-// order, are all before it: what CopyEngine promises).
+// The input's copies, enqueued at the call in w.in_order on one stream: a segment's
+// ticket is its place in that order, and its copy is done once its IN word holds the
+// window's seq (and so, the stream being in order, are all before it: what CopyEngine
+// promises).
 class SignalledInput final : public CopyEngine {
  public:
   SignalledInput(const SignalView& words, const SignalledWindow& w, const char* host)
-      : words_(words), w_(w), host_(host) {}
+      : words_(words), w_(w), host_(host), place_(w.in_order.size()) {
+    for (size_t i = 0; i < w.in_order.size(); ++i) place_[w.in_order[i]] = i;
+  }
   Result<uint64_t> Start(void* dst, const void*, size_t) override {
-    return static_cast<uint64_t>((static_cast<const char*>(dst) - host_) / w_.segment);
+    return place_[static_cast<size_t>((static_cast<const char*>(dst) - host_) / w_.segment)];
   }
   Status Wait(uint64_t ticket, Deadline deadline) override {
-    return words_.WaitFor(words_.In(ticket), w_.seq, deadline, "the input's copy to the host");
+    return words_.WaitFor(words_.In(w_.in_order[ticket]), w_.seq, deadline, "the input's copy to the host");
   }
 
  private:
   const SignalView& words_;
   const SignalledWindow& w_;
   const char* host_;
+  std::vector<uint64_t> place_;  // segment -> its place in w.in_order
 };
 
 // The results' copies, enqueued at the call on the caller's stream, each behind its
@@ -85,6 +89,7 @@ SignalledWindow PlanWindow(const DeviceIo& io, uint32_t seq, size_t base, size_t
   w.segment = segment;
   w.in_segments = (io.send_bytes + segment - 1) / segment;
   w.out_segments = (io.recv_bytes + segment - 1) / segment;
+  w.in_order = SegmentsInOrder(io.input_order, io.send_bytes, segment);
   return w;
 }
 
@@ -97,8 +102,8 @@ Status RunSignalledWindow(const SignalView& words, const SignalledWindow& w, con
                           char* host_send, char* host_recv, Deadline deadline) {
   Status st = Status::Ok();
   if (!io.streamed) {
-    for (size_t k = 0; k < w.in_segments && st.ok(); ++k) {
-      st = words.WaitFor(words.In(k), w.seq, deadline, "the input's copy to the host");
+    for (size_t k : w.in_order) {
+      if (st.ok()) st = words.WaitFor(words.In(k), w.seq, deadline, "the input's copy to the host");
     }
     if (st.ok()) st = run(host_send, host_recv, nullptr);
   } else {

@@ -3,7 +3,8 @@
 // sequence number `seq` and the windows chained in call order:
 //   copy stream:   wait for the previous window's last copy back (an event: its results
 //                  left the stand-ins)
-//                  for each input segment k: copy device -> host; IN[k] = seq
+//                  for each input segment k, in the order the algorithm reads them:
+//                  copy device -> host; IN[k] = seq
 //   caller stream: for each output segment k: wait OUT[k] == seq; copy host -> device
 //                  wait DONE >= seq                         // the task is done with the stand-ins
 //                  CHAIN = seq                              // this window's results are on the device
@@ -22,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "chorus/collective_call.h"
 #include "chorus/deadline.h"
@@ -54,11 +56,13 @@ struct SignalView {
 // The next window's number after `seq` (0 is never one: unused words hold it).
 inline uint32_t NextSeq(uint32_t seq) { return seq + 1 == 0 ? 1 : seq + 1; }
 
-// One window: its number and how its buffers split into segments.
+// One window: its number, how its buffers split into segments, and the order the
+// input's segments are copied in (the algorithm's read order, io.input_order).
 struct SignalledWindow {
   uint32_t seq = 0;
   size_t segment = 0;  // bytes per segment
   size_t in_segments = 0, out_segments = 0;
+  std::vector<size_t> in_order;  // every input segment once
 };
 
 // The window of `io`: segments of `base` bytes, larger where more than `max_segments`

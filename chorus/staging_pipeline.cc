@@ -17,27 +17,38 @@ void StagingPipeline::InputOrder(const std::vector<std::pair<size_t, size_t>>& r
   if (!in_started_) StartInput(ranges);
 }
 
+std::vector<size_t> SegmentsInOrder(const std::vector<std::pair<size_t, size_t>>& ranges, size_t bytes,
+                                    size_t segment) {
+  const size_t segments = (bytes + segment - 1) / segment;
+  std::vector<size_t> order;
+  order.reserve(segments);
+  std::vector<bool> taken(segments, false);
+  auto take = [&](size_t seg) {
+    if (taken[seg]) return;
+    taken[seg] = true;
+    order.push_back(seg);
+  };
+  for (auto [offset, n] : ranges) {
+    if (n == 0 || offset >= bytes) continue;
+    const size_t last = (std::min(offset + n, bytes) - 1) / segment;
+    for (size_t seg = offset / segment; seg <= last; ++seg) take(seg);
+  }
+  for (size_t seg = 0; seg < segments; ++seg) take(seg);
+  return order;
+}
+
 void StagingPipeline::StartInput(const std::vector<std::pair<size_t, size_t>>& ranges) {
   in_started_ = true;
-  const size_t segments = Segments(in_bytes_);
-  in_tickets_.assign(segments, 0);
-  std::vector<bool> started(segments, false);
-  auto start = [&](size_t seg) {
-    if (started[seg] || !error_.ok()) return;
-    started[seg] = true;
+  in_tickets_.assign(Segments(in_bytes_), 0);
+  for (size_t seg : SegmentsInOrder(ranges, in_bytes_, segment_)) {
+    if (!error_.ok()) return;
     const size_t off = seg * segment_;
     Result<uint64_t> t = in_.Start(in_host_ + off, in_device_ + off, std::min(segment_, in_bytes_ - off));
     if (!t.ok()) return Fail(t.status().WithContext("staging the input to the host"));
     in_tickets_[seg] = t.value();
     in_last_ = t.value();
     in_any_ = true;
-  };
-  for (auto [offset, bytes] : ranges) {
-    if (bytes == 0 || offset >= in_bytes_) continue;
-    const size_t last = (std::min(offset + bytes, in_bytes_) - 1) / segment_;
-    for (size_t seg = offset / segment_; seg <= last; ++seg) start(seg);
   }
-  for (size_t seg = 0; seg < segments; ++seg) start(seg);
 }
 
 void StagingPipeline::SetOutput(void* device, const void* host, size_t bytes) {

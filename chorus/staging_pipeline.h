@@ -36,6 +36,11 @@ class CopyEngine {
   virtual Status Wait(uint64_t ticket, Deadline deadline) = 0;
 };
 
+// The segments of `bytes` (of `segment` bytes each) in the order `ranges` reads them
+// (empty and out-of-range ranges ignored), then every other one in address order.
+std::vector<size_t> SegmentsInOrder(const std::vector<std::pair<size_t, size_t>>& ranges, size_t bytes,
+                                    size_t segment);
+
 class StagingPipeline final : public algos::StreamStaging {
  public:
   // `in` copies the input to the host, `out` the results back: two engines, so that

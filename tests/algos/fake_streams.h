@@ -29,7 +29,7 @@ class FakeStreams {
     using internal::SignalView;
     copy_ = std::thread([=] {
       if (!v.WaitFor(SignalView::kChain, prev, Deadline::AfterMs(20000), "chain").ok() || !copy_ok) return;
-      for (size_t k = 0; k < w.in_segments; ++k) {
+      for (size_t k : w.in_order) {
         const size_t off = k * w.segment, n = std::min(w.segment, io.send_bytes - off);
         std::this_thread::sleep_for(copy_time);
         std::memcpy(host_send + off, static_cast<const char*>(io.send) + off, n);

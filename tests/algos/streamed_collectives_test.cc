@@ -19,6 +19,7 @@
 #include "algos/chunking.h"
 #include "algos/collectives.h"
 #include "algos/fingerprint.h"
+#include "algos/input_order.h"
 #include "algos/selector.h"
 #include "chorus/collective_call.h"
 #include "chorus/signalled_staging.h"
@@ -274,6 +275,7 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
                         DataType::kFloat32, ReduceOp::kSum, root};
     io[r] = internal::CallIo(call, r, c.n);
     io[r].streamed = true;
+    io[r].input_order = algos::InputReadOrder(c.kind, AlgorithmOf(c.kind), r, c.n, c.count, DataType::kFloat32);
     for (size_t i = 0; i < io[r].recv_bytes / sizeof(float); ++i) d[dev[r].recv_at + i] = -1.0f;
     for (size_t j = 0; j < io[r].send_bytes / sizeof(float); ++j) d[dev[r].send_at + j] = Input(r, j);
     host_out[r].assign(io[r].recv_bytes / sizeof(float), nan);
@@ -287,6 +289,11 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
       [&](int r, const algos::Context& ctx) -> Status {
         const internal::SignalView view{words[r].data(), kMaxSegments};
         const internal::SignalledWindow win = internal::PlanWindow(io[r], 1, kSegment, kMaxSegments);
+        // The first input copy holds the first block the ring all_reduce reads: our own.
+        if (c.kind == Collective::kAllReduce && c.count >= static_cast<size_t>(c.n) && !win.in_order.empty() &&
+            win.in_order.front() != algos::EvenBlock(c.count, c.n, r).offset * sizeof(float) / kSegment) {
+          return InternalError("the input's first copy is segment " + std::to_string(win.in_order.front()));
+        }
         const auto* send = static_cast<const char*>(io[r].send);
         const auto* recv = static_cast<const char*>(io[r].recv);
         const bool aliased = io[r].send_bytes && io[r].recv_bytes && send >= recv &&

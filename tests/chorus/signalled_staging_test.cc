@@ -3,7 +3,6 @@
 // collective through it on real transports: streamed_collectives_test's Signalled
 // cases; on a GPU: device_api_test's *Signal* tests.
 #include "chorus/signalled_staging.h"
-#include "tests/algos/fake_streams.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +12,8 @@
 #include <functional>
 #include <thread>
 #include <vector>
+
+#include "tests/algos/fake_streams.h"
 
 namespace chorus::internal {
 namespace {
@@ -146,6 +147,25 @@ TEST(SignalledStaging, AWindowWithoutOutputsEndsOnlyWhenItsTaskIsDone) {
   EXPECT_TRUE(sent.load());
   EXPECT_FALSE(early.load()) << "the caller's stream went on before the task was done with the stand-ins";
   EXPECT_EQ(b.view.Load(SignalView::kChain), 3u);
+}
+
+// The input copied in the order the algorithm reads it (here last segment first), while
+// the algorithm reads it first to last: each wait is for its own segment's copy.
+TEST(SignalledStaging, InputCopiedInTheAlgorithmsOrder) {
+  Board b;
+  const size_t bytes = 8000, seg = 1000;
+  std::vector<char> dev_in = Pattern(bytes, 9), dev_out(bytes, 0), host_in(bytes), host_out(bytes);
+  DeviceIo io{dev_in.data(), bytes, dev_out.data(), bytes, true};
+  for (size_t off = bytes; off > 0; off -= seg) io.input_order.emplace_back(off - seg, seg);
+  const SignalledWindow w = PlanWindow(io, 2, seg, kMax);
+  EXPECT_EQ(w.in_order, (std::vector<size_t>{7, 6, 5, 4, 3, 2, 1, 0}));
+  FakeStreams streams(
+      b.view, w, 0, io, host_in.data(), host_out.data(), true, [] {}, std::chrono::microseconds(2000));
+  Status st =
+      RunSignalledWindow(b.view, w, io, PlusOne(bytes, seg), host_in.data(), host_out.data(), Deadline::AfterMs(5000));
+  streams.Join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ExpectPlusOne(dev_in, dev_out);
 }
 
 TEST(SignalledStaging, SegmentsGrowPastTheirLimitAndSeqSkipsZero) {
