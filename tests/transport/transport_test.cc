@@ -44,6 +44,7 @@ void ExpectTagStillCarries(std::vector<std::unique_ptr<Transport>>& t, uint64_t 
   auto s = t[0]->Send(1, tag, out.data(), out.size());
   auto r = t[1]->Recv(0, tag, in.data(), in.size());
   ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+  ASSERT_TRUE(s->Wait(Soon()).ok()) << s->status().ToString();  // `out` lives until its send is done
   EXPECT_TRUE(Check(in, pattern));
 }
 
@@ -148,12 +149,12 @@ TEST_P(TransportTest, UnexpectedMessagesAreKeptUntilTheRecvIsPosted) {
 TEST_P(TransportTest, EarlyMessagesAreCounted) {
   auto t = Mesh(2);
   ASSERT_EQ(t.size(), 2u);
-  std::vector<char> out(1000), in(1000), go(1);
+  std::vector<char> out(1000), in(1000), go(1), got_go(1);  // one buffer per side (ThreadSanitizer)
   Fill(&out, 3);
   // Rank 1 posts its Recv, then tells rank 0 to send: the data finds the Recv posted.
   auto r = t[1]->Recv(0, 3, in.data(), in.size());
   auto g = t[1]->Send(0, 4, go.data(), go.size());
-  auto gr = t[0]->Recv(1, 4, go.data(), go.size());
+  auto gr = t[0]->Recv(1, 4, got_go.data(), got_go.size());
   ASSERT_TRUE(gr->Wait(Soon()).ok());
   auto s = t[0]->Send(1, 3, out.data(), out.size());
   ASSERT_TRUE(r->Wait(Soon()).ok());
