@@ -63,14 +63,16 @@ Result<cuda::StreamMark> EnqueueWindowCopies(const cuda::SignalWords& words, con
   const auto* send = static_cast<const char*>(io.send);
   for (size_t k : w.in_order) {
     const size_t off = k * w.segment;
-    CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(host_send + off, send + off, std::min(w.segment, io.send_bytes - off), copies));
+    const size_t n = std::min(w.segment, io.send_bytes - off);
+    CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(host_send + off, send + off, n, copies));
     CHORUS_RETURN_IF_ERROR(words.EnqueueWrite(copies, view.In(k), w.seq));
   }
   auto* recv = static_cast<char*>(io.recv);
   for (size_t k = 0; k < w.out_segments; ++k) {
     const size_t off = k * w.segment;
     CHORUS_RETURN_IF_ERROR(words.EnqueueWait(caller, view.Out(k), w.seq));
-    CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(recv + off, host_recv + off, std::min(w.segment, io.recv_bytes - off), caller));
+    const size_t n = std::min(w.segment, io.recv_bytes - off);
+    CHORUS_RETURN_IF_ERROR(cuda::CopyAsync(recv + off, host_recv + off, n, caller));
   }
   CHORUS_RETURN_IF_ERROR(words.EnqueueWaitReached(caller, SignalView::kDone, w.seq));
   CHORUS_RETURN_IF_ERROR(words.EnqueueWrite(caller, SignalView::kChain, w.seq));
@@ -265,8 +267,8 @@ Status DeviceCalls::Init(int device) {
     CHORUS_WARN("CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the default): a kernel launched "
                 "for the first time while a staged chorus call holds its stream waits for that call, and the call's "
                 "copies wait for the loading, until the call's timeout. Set CUDA_MODULE_LOADING=EAGER (or try "
-                "CHORUS_STAGING_SYNC=signals), or launch each kernel once before the first collective on device buffers "
-                "across hosts");
+                "CHORUS_STAGING_SYNC=signals), or launch each kernel once before the first collective on device "
+                "buffers across hosts");
   }
   res->gate = std::move(gate.value());
   res->executor.copies = std::move(c1.value());

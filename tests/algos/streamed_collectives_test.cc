@@ -153,6 +153,54 @@ struct Case {
   bool in_place;
 };
 
+// Every rank's "device" memory laid out as the library lays it out, the output poisoned
+// and the input written (it may lie inside the output), and NaN host stand-ins.
+struct World {
+  std::vector<RankBuffers> dev;
+  std::vector<DeviceIo> io;
+  std::vector<std::vector<float>> host_in, host_out;
+
+  World(const Case& c, int root) : dev(c.n), io(c.n), host_in(c.n), host_out(c.n) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int r = 0; r < c.n; ++r) {
+      dev[r] = Layout(c.kind, c.n, r, root, c.count, c.in_place);
+      std::vector<float>& d = dev[r].device;
+      CollectiveCall call{c.kind, d.data() + dev[r].send_at, d.data() + dev[r].recv_at, c.count,
+                          DataType::kFloat32, ReduceOp::kSum, root};
+      io[r] = internal::CallIo(call, r, c.n);
+      for (size_t i = 0; i < io[r].recv_bytes / sizeof(float); ++i) d[dev[r].recv_at + i] = -1.0f;
+      for (size_t j = 0; j < io[r].send_bytes / sizeof(float); ++j) d[dev[r].send_at + j] = Input(r, j);
+      host_out[r].assign(io[r].recv_bytes / sizeof(float), nan);
+      host_in[r].assign(io[r].send_bytes / sizeof(float), nan);
+    }
+  }
+
+  // Rank r's input stand-in: inside the output's where the input lies inside the output.
+  float* HostSend(int r) {
+    const auto* send = static_cast<const char*>(io[r].send);
+    const auto* recv = static_cast<const char*>(io[r].recv);
+    const bool aliased = io[r].send_bytes && io[r].recv_bytes && send >= recv &&
+                         send + io[r].send_bytes <= recv + io[r].recv_bytes;
+    return aliased ? host_out[r].data() + (send - recv) / sizeof(float) : host_in[r].data();
+  }
+
+  // Every rank's output on its "device" is what the collective gives.
+  void ExpectResults(const Case& c, int root) const {
+    for (int r = 0; r < c.n; ++r) {
+      size_t wrong = 0;
+      const size_t elems = io[r].recv_bytes / sizeof(float);
+      for (size_t i = 0; i < elems; ++i) {
+        const float want = Expected(c.kind, c.n, r, root, c.count, i);
+        if (dev[r].device[dev[r].recv_at + i] != want && wrong++ < 3) {
+          ADD_FAILURE() << "rank " << r << " element " << i << ": " << dev[r].device[dev[r].recv_at + i] << ", want "
+                        << want;
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "rank " << r << " of " << elems;
+    }
+  }
+};
+
 std::string Name(const ::testing::TestParamInfo<Case>& i) {
   return std::string(algos::CollectiveName(i.param.kind)) + "_n" + std::to_string(i.param.n) + "_count" +
          std::to_string(i.param.count) + (i.param.in_place ? "_in_place" : "");
@@ -168,24 +216,10 @@ TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
   ASSERT_TRUE(algos::Streams(c.kind, AlgorithmOf(c.kind)));
   Result<std::unique_ptr<testing::TcpWorld>> w = testing::TcpWorld::Create(c.n);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<RankBuffers> dev(c.n);
-  std::vector<DeviceIo> io(c.n);
-  std::vector<std::vector<float>> host_in(c.n), host_out(c.n);
+  World world(c, root);
+  std::vector<DeviceIo>& io = world.io;
   std::vector<std::unique_ptr<ContractCheck>> checks(c.n);
-  for (int r = 0; r < c.n; ++r) {
-    dev[r] = Layout(c.kind, c.n, r, root, c.count, c.in_place);
-    std::vector<float>& d = dev[r].device;
-    CollectiveCall call{c.kind, d.data() + dev[r].send_at, d.data() + dev[r].recv_at, c.count,
-                        DataType::kFloat32, ReduceOp::kSum, root};
-    io[r] = internal::CallIo(call, r, c.n);
-    // The output poisoned, then the input written (it may lie inside the output).
-    for (size_t i = 0; i < io[r].recv_bytes / sizeof(float); ++i) d[dev[r].recv_at + i] = -1.0f;
-    for (size_t j = 0; j < io[r].send_bytes / sizeof(float); ++j) d[dev[r].send_at + j] = Input(r, j);
-    host_out[r].assign(io[r].recv_bytes / sizeof(float), nan);
-    host_in[r].assign(io[r].send_bytes / sizeof(float), nan);
-    checks[r] = std::make_unique<ContractCheck>(io[r].recv_bytes);
-  }
+  for (int r = 0; r < c.n; ++r) checks[r] = std::make_unique<ContractCheck>(io[r].recv_bytes);
   algos::Tuning tuning;
   tuning.chunk_bytes = 16 << 10;  // many chunks per 64K segment and per block
   const uint64_t fp = algos::Fingerprint(c.kind, c.count, DataType::kFloat32, ReduceOp::kSum, root);
@@ -195,18 +229,13 @@ TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
       [&](int r, const algos::Context& ctx) -> Status {
         HostCopies in(std::chrono::microseconds(200)), out(std::chrono::microseconds(200));
         StagingPipeline p(in, out, kSegment, ctx.deadline);
-        // As the library stages: an input inside the output sits inside its stand-in.
-        const auto* send = static_cast<const char*>(io[r].send);
-        const auto* recv = static_cast<const char*>(io[r].recv);
-        const bool aliased = io[r].send_bytes && io[r].recv_bytes && send >= recv &&
-                             send + io[r].send_bytes <= recv + io[r].recv_bytes;
-        float* hsend = aliased ? host_out[r].data() + (send - recv) / sizeof(float) : host_in[r].data();
+        float* hsend = world.HostSend(r);  // as the library stages it
         CHORUS_RETURN_IF_ERROR(p.BeginInput(hsend, io[r].send, io[r].send_bytes));
-        p.SetOutput(io[r].recv, host_out[r].data(), io[r].recv_bytes);
+        p.SetOutput(io[r].recv, world.host_out[r].data(), io[r].recv_bytes);
         Both both(&p, checks[r].get());
         algos::Context sctx = ctx;
         sctx.staging = &both;
-        CollectiveCall on{c.kind, hsend, host_out[r].data(), c.count, DataType::kFloat32, ReduceOp::kSum, root};
+        CollectiveCall on{c.kind, hsend, world.host_out[r].data(), c.count, DataType::kFloat32, ReduceOp::kSum, root};
         Status s = internal::Dispatch(sctx, on, AlgorithmOf(c.kind), tuning);
         for (auto [dst, bytes] : in.started()) {
           copied[r].push_back(static_cast<const char*>(dst) - reinterpret_cast<const char*>(hsend));
@@ -215,17 +244,8 @@ TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
         return s.ok() ? f : s;
       });
   for (int r = 0; r < c.n; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+  world.ExpectResults(c, root);
   for (int r = 0; r < c.n; ++r) {
-    size_t wrong = 0;
-    const size_t elems = io[r].recv_bytes / sizeof(float);
-    for (size_t i = 0; i < elems; ++i) {
-      const float want = Expected(c.kind, c.n, r, root, c.count, i);
-      if (dev[r].device[dev[r].recv_at + i] != want && wrong++ < 3) {
-        ADD_FAILURE() << "rank " << r << " element " << i << ": " << dev[r].device[dev[r].recv_at + i] << ", want "
-                      << want;
-      }
-    }
-    EXPECT_EQ(wrong, 0u) << "rank " << r << " of " << elems;
     EXPECT_EQ(checks[r]->unreported(), 0u) << "rank " << r << ": output bytes never reported final";
     EXPECT_EQ(checks[r]->twice(), 0u) << "rank " << r << ": output bytes reported final more than once";
     EXPECT_EQ(checks[r]->beyond(), 0) << "rank " << r << ": bytes reported beyond the output";
@@ -262,24 +282,13 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
   const int root = c.n - 1;
   Result<std::unique_ptr<testing::TcpWorld>> w = testing::TcpWorld::Create(c.n);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
   constexpr size_t kMaxSegments = 1024;
-  std::vector<RankBuffers> dev(c.n);
-  std::vector<DeviceIo> io(c.n);
-  std::vector<std::vector<float>> host_in(c.n), host_out(c.n);
+  World world(c, root);
+  std::vector<DeviceIo>& io = world.io;
   std::vector<std::vector<uint32_t>> words(c.n, std::vector<uint32_t>(internal::SignalView::WordsFor(kMaxSegments)));
   for (int r = 0; r < c.n; ++r) {
-    dev[r] = Layout(c.kind, c.n, r, root, c.count, c.in_place);
-    std::vector<float>& d = dev[r].device;
-    CollectiveCall call{c.kind, d.data() + dev[r].send_at, d.data() + dev[r].recv_at, c.count,
-                        DataType::kFloat32, ReduceOp::kSum, root};
-    io[r] = internal::CallIo(call, r, c.n);
     io[r].streamed = true;
     io[r].input_order = algos::InputReadOrder(c.kind, AlgorithmOf(c.kind), r, c.n, c.count, DataType::kFloat32);
-    for (size_t i = 0; i < io[r].recv_bytes / sizeof(float); ++i) d[dev[r].recv_at + i] = -1.0f;
-    for (size_t j = 0; j < io[r].send_bytes / sizeof(float); ++j) d[dev[r].send_at + j] = Input(r, j);
-    host_out[r].assign(io[r].recv_bytes / sizeof(float), nan);
-    host_in[r].assign(io[r].send_bytes / sizeof(float), nan);
   }
   algos::Tuning tuning;
   tuning.chunk_bytes = 16 << 10;
@@ -294,12 +303,8 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
             win.in_order.front() != algos::EvenBlock(c.count, c.n, r).offset * sizeof(float) / kSegment) {
           return InternalError("the input's first copy is segment " + std::to_string(win.in_order.front()));
         }
-        const auto* send = static_cast<const char*>(io[r].send);
-        const auto* recv = static_cast<const char*>(io[r].recv);
-        const bool aliased = io[r].send_bytes && io[r].recv_bytes && send >= recv &&
-                             send + io[r].send_bytes <= recv + io[r].recv_bytes;
-        char* hout = reinterpret_cast<char*>(host_out[r].data());
-        char* hsend = aliased ? hout + (send - recv) : reinterpret_cast<char*>(host_in[r].data());
+        char* hout = reinterpret_cast<char*>(world.host_out[r].data());
+        char* hsend = reinterpret_cast<char*>(world.HostSend(r));
         testing::FakeStreams streams(view, win, 0, io[r], hsend, hout);
         internal::HostRun run = [&](const void* s, void* out, algos::StreamStaging* staging) {
           algos::Context sctx = ctx;
@@ -315,18 +320,7 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
         return s;
       });
   for (int r = 0; r < c.n; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
-  for (int r = 0; r < c.n; ++r) {
-    size_t wrong = 0;
-    const size_t elems = io[r].recv_bytes / sizeof(float);
-    for (size_t i = 0; i < elems; ++i) {
-      const float want = Expected(c.kind, c.n, r, root, c.count, i);
-      if (dev[r].device[dev[r].recv_at + i] != want && wrong++ < 3) {
-        ADD_FAILURE() << "rank " << r << " element " << i << ": " << dev[r].device[dev[r].recv_at + i] << ", want "
-                      << want;
-      }
-    }
-    EXPECT_EQ(wrong, 0u) << "rank " << r << " of " << elems;
-  }
+  world.ExpectResults(c, root);
 }
 
 std::vector<Case> Cases() {

@@ -34,7 +34,9 @@ const std::map<std::string, std::string>& ShortFlags() {
   return m;
 }
 
-bool IsBoolFlag(const std::string& f) { return f == "--progress" || f == "--help" || f == "--device" || f == "--blocking"; }
+bool IsBoolFlag(const std::string& f) {
+  return f == "--progress" || f == "--help" || f == "--device" || f == "--blocking";
+}
 
 }  // namespace
 
