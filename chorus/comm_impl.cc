@@ -411,7 +411,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   device_calls_ipc_.fetch_add(1);
   if (gpu_time_sliced_.empty() && !out.value().time_sliced.empty()) {
     gpu_time_sliced_ = out.value().time_sliced;
-    CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": calls up to "
+    CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": host-form calls up to "
                         << (algos::kTimeSlicedStagedMaxBytes >> 20) << " MiB are staged from now on (MPS avoids that)");
   }
   return WorkUntilMark(out.value().end, config_.timeout_ms, what);

@@ -1,9 +1,8 @@
 #include "chorus/signalled_staging.h"
 
 #include <algorithm>
-#include <chrono>
-#include <string>
-#include <thread>
+
+#include "chorus/poll.h"
 
 namespace chorus::internal {
 namespace {
@@ -54,30 +53,12 @@ class SignalledOutput final : public CopyEngine {
 
 }  // namespace
 
-namespace {
-
-// Polls `done` (a brief spin, then sleeps up to 100 us) until it holds or the deadline.
-template <typename Done>
-Status Poll(Done done, Deadline deadline, const char* what) {
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-  int sleep_us = 5;
-  while (!done()) {
-    if (deadline.expired()) return TimeoutError(std::string(what) + ": not finished by the deadline");
-    if (std::chrono::steady_clock::now() < spin_until) continue;
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    if (sleep_us < 100) sleep_us *= 2;
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status SignalView::WaitFor(size_t i, uint32_t v, Deadline deadline, const char* what) const {
-  return Poll([&] { return Load(i) == v; }, deadline, what);
+  return PollUntil([&] { return Load(i) == v; }, deadline, what);
 }
 
 Status SignalView::WaitReached(size_t i, uint32_t v, Deadline deadline, const char* what) const {
-  return Poll([&] { return static_cast<int32_t>(Load(i) - v) >= 0; }, deadline, what);
+  return PollUntil([&] { return static_cast<int32_t>(Load(i) - v) >= 0; }, deadline, what);
 }
 
 SignalledWindow PlanWindow(const DeviceIo& io, uint32_t seq, size_t base, size_t max_segments) {

@@ -54,9 +54,9 @@ Result<SignalWords> SignalWords::Create(size_t count) {
   Status st = s.EnqueueWrite(probe->get(), 0, 1);
   if (st.ok()) st = s.EnqueueWait(probe->get(), 0, 1);
   if (st.ok()) st = Synchronize(probe->get());
-  if (st.ok() && s.Load(0) != 1) st = InternalError("a word the stream wrote did not reach the host");
+  if (st.ok() && s.words_[0] != 1) st = InternalError("a word the stream wrote did not reach the host");
   if (!st.ok()) return Unavailable("stream memory operations do not work here: " + st.message());
-  s.Store(0, 0);
+  s.words_[0] = 0;
   return std::move(s);
 }
 
@@ -64,30 +64,22 @@ SignalWords::~SignalWords() {
   if (words_ != nullptr) cudaFreeHost(const_cast<uint32_t*>(words_));
 }
 
-uint32_t SignalWords::Load(size_t i) const {
-  return __atomic_load_n(const_cast<uint32_t*>(&words_[i]), __ATOMIC_ACQUIRE);
-}
-
-void SignalWords::Store(size_t i, uint32_t value) const {
-  __atomic_store_n(const_cast<uint32_t*>(&words_[i]), value, __ATOMIC_RELEASE);
+Status SignalWords::Enqueue(bool write, void* stream, size_t i, uint32_t value, unsigned flags) const {
+  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
+  return DriverError(write ? "cuStreamWriteValue32" : "cuStreamWaitValue32",
+                     (write ? Ops().write : Ops().wait)(static_cast<CUstream>(stream), addr, value, flags));
 }
 
 Status SignalWords::EnqueueWrite(void* stream, size_t i, uint32_t value) const {
-  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
-  return DriverError("cuStreamWriteValue32",
-                     Ops().write(static_cast<CUstream>(stream), addr, value, CU_STREAM_WRITE_VALUE_DEFAULT));
+  return Enqueue(true, stream, i, value, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 Status SignalWords::EnqueueWait(void* stream, size_t i, uint32_t value) const {
-  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
-  return DriverError("cuStreamWaitValue32",
-                     Ops().wait(static_cast<CUstream>(stream), addr, value, CU_STREAM_WAIT_VALUE_EQ));
+  return Enqueue(false, stream, i, value, CU_STREAM_WAIT_VALUE_EQ);
 }
 
 Status SignalWords::EnqueueWaitReached(void* stream, size_t i, uint32_t value) const {
-  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
-  return DriverError("cuStreamWaitValue32 (GEQ)",
-                     Ops().wait(static_cast<CUstream>(stream), addr, value, CU_STREAM_WAIT_VALUE_GEQ));
+  return Enqueue(false, stream, i, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 }  // namespace chorus::kernels::cuda

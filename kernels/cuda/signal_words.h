@@ -37,12 +37,9 @@ class SignalWords {
   bool valid() const { return words_ != nullptr; }
   size_t size() const { return count_; }
 
-  // Host side (no CUDA call): the words themselves (chorus/signalled_staging.h reads
-  // and writes them as atomics), and one load and store. Store: everything this thread
-  // wrote before is visible to whoever sees the value.
+  // Host side (no CUDA call): the words themselves, which chorus/signalled_staging.h's
+  // SignalView reads and writes as atomics.
   volatile uint32_t* host() const { return words_; }
-  uint32_t Load(size_t i) const;
-  void Store(size_t i, uint32_t value) const;
 
   // Stream side, enqueued: the stream writes `value` into word i once its earlier work
   // is done (with a memory barrier: that work's writes are visible first), or waits
@@ -53,6 +50,9 @@ class SignalWords {
   Status EnqueueWaitReached(void* stream, size_t i, uint32_t value) const;
 
  private:
+  // cuStreamWriteValue32 (`write`) or cuStreamWaitValue32 of word i, with `flags`.
+  Status Enqueue(bool write, void* stream, size_t i, uint32_t value, unsigned flags) const;
+
   volatile uint32_t* words_ = nullptr;
   void* device_words_ = nullptr;  // the same words, as the streams address them
   size_t count_ = 0;

@@ -1,11 +1,10 @@
 #include <cuda.h>  // types only: the driver's entry point is looked up at run time
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 
+#include "chorus/poll.h"
 #include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/stream_ops.h"
@@ -13,24 +12,18 @@
 namespace chorus::kernels::cuda {
 namespace {
 
-// Waits for an event or a stream by polling (cudaEventSynchronize has no timeout):
-// without sleeping for the first kSpinUs (a staging segment's copy, a small call's
-// kernels: a sleep there costs more than the wait), then sleeping a little longer each
-// time up to 100 us.
-constexpr int64_t kSpinUs = 200;
+// Waits for an event or a stream (cudaEventSynchronize has no timeout) by polling its
+// query (chorus/poll.h); an error the query reports ends the wait.
 template <typename Query>
-Status PollUntil(Query query, Deadline deadline, const std::string& what) {
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinUs);
-  int sleep_us = 5;
-  for (;;) {
-    cudaError_t e = query();
-    if (e == cudaSuccess) return Status::Ok();
-    if (e != cudaErrorNotReady) return CudaError(what, e);
-    if (deadline.expired()) return TimeoutError(what + ": not finished by the deadline");
-    if (std::chrono::steady_clock::now() < spin_until) continue;
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    if (sleep_us < 100) sleep_us *= 2;
-  }
+Status PollQuery(Query query, Deadline deadline, const std::string& what) {
+  cudaError_t e = cudaErrorNotReady;
+  CHORUS_RETURN_IF_ERROR(chorus::PollUntil(
+      [&] {
+        e = query();
+        return e != cudaErrorNotReady;
+      },
+      deadline, what));
+  return CudaError(what, e);
 }
 
 // Words of a stream gate: the counter the host opens, then a ring of the seqs whose
@@ -117,7 +110,7 @@ StreamMark::~StreamMark() {
 
 Status StreamMark::Wait(Deadline deadline, const char* what) const {
   auto e = static_cast<cudaEvent_t>(event_);
-  return PollUntil([e] { return cudaEventQuery(e); }, deadline, what);
+  return PollQuery([e] { return cudaEventQuery(e); }, deadline, what);
 }
 
 Result<int> DeviceOf(const void* ptr) {
@@ -229,7 +222,7 @@ StreamGate::~StreamGate() {
   if (last_ != nullptr) {
     // The last gate held (and, on its stream, everything before it) is done before the
     // words go; bounded: a stream stuck on other work keeps them (a leak of 520 bytes).
-    const bool done = PollUntil([e = static_cast<cudaEvent_t>(last_)] { return cudaEventQuery(e); },
+    const bool done = PollQuery([e = static_cast<cudaEvent_t>(last_)] { return cudaEventQuery(e); },
                                 Deadline::AfterMs(10000), "the last stream gate")
                           .ok();
     cudaEventDestroy(static_cast<cudaEvent_t>(last_));
@@ -277,7 +270,7 @@ Status CopyStream::Copy(void* dst, const void* src, size_t bytes, Deadline deadl
   const std::string what = "staging copy of " + std::to_string(bytes) + " bytes";
   CHORUS_RETURN_IF_ERROR(
       CudaError("cudaMemcpyAsync (" + what + ")", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)));
-  return PollUntil([s] { return cudaStreamQuery(s); }, deadline, what);
+  return PollQuery([s] { return cudaStreamQuery(s); }, deadline, what);
 }
 
 Result<StreamMark> CopyStream::Start(void* dst, const void* src, size_t bytes) const {

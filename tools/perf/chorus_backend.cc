@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "chorus/communicator.h"
@@ -204,8 +205,11 @@ class ChorusBackend : public Backend {
 
   // Device buffers in stream order (BackendOptions::stream_order): the stream form of
   // the call, on this backend's stream, its Work kept for Flush().
-  bool OnStream(const void* p) const {
-    return stream_order_ && p != nullptr && kernels::cuda::PointerKind(p) == kernels::cuda::MemoryKind::kDevice;
+  // The pointer kind is asked once per buffer, not in every timed call.
+  bool OnStream(const void* p) {
+    if (!stream_order_ || p == nullptr) return false;
+    if (p != checked_.first) checked_ = {p, kernels::cuda::PointerKind(p) == kernels::cuda::MemoryKind::kDevice};
+    return checked_.second;
   }
   CudaStream stream() {
     if (stream_.get() == nullptr) {  // made on first use, on the device the buffers are on
@@ -231,6 +235,7 @@ class ChorusBackend : public Backend {
   std::string algo_;
   std::vector<char> scratch_;
   bool stream_order_ = false;
+  std::pair<const void*, bool> checked_{nullptr, false};  // OnStream's last buffer and its verdict
   kernels::cuda::Stream stream_;
   std::vector<Work> pending_;
 };
