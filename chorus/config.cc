@@ -60,6 +60,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<int64_t> nsocks = EnvInt(env, "CHORUS_NSOCKS_PERPEER", c.nsocks_per_peer, 1, 64);
   if (!nsocks.ok()) return nsocks.status();
   c.nsocks_per_peer = static_cast<int>(nsocks.value());
+  Result<int64_t> lanes = EnvInt(env, "CHORUS_TCP_LANES", c.tcp_lanes, 0, 8);
+  if (!lanes.ok()) return lanes.status();
+  c.tcp_lanes = static_cast<int>(lanes.value());
   if (auto v = env("CHORUS_SOCKET_IFNAME")) c.socket_ifname = *v;
   if (auto v = env("CHORUS_ALGO")) c.algo = *v;
   for (auto [name, field] : {std::pair<const char*, int64_t*>{"CHORUS_RD_MAX_BYTES", &c.allreduce_rd_max_bytes},

@@ -48,16 +48,20 @@ struct Config {
   // any rank makes every rank split.
   std::string cuda_ipc_one_gpu = "leader";
   // How a staged stream-form call (device buffers across hosts) holds the caller's
-  // stream until its results are on the host side (CHORUS_STAGING_SYNC): "gate" (a
-  // one-thread kernel waits for the staging task, which does the copies) or "signals"
+  // stream until its results are on the host side (CHORUS_STAGING_SYNC): "signals"
   // (every copy is enqueued at the call, each waiting on a word in mapped host memory
-  // that the task, making no CUDA call, writes: see device_calls.h). "signals" falls
-  // back to "gate", saying so, where the driver has no stream memory operations.
-  std::string staging_sync = "gate";
+  // that the task, making no CUDA call, writes: see device_calls.h) or "gate" (a
+  // one-thread kernel waits for the staging task, which does the copies). "signals"
+  // falls back to "gate", saying so, where the driver has no stream memory operations.
+  std::string staging_sync = "signals";
   // TCP engine: "auto" (= epoll with application progress), "uring", "epoll".
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.
   int nsocks_per_peer = 2;
+  // TCP lanes (CHORUS_TCP_LANES, 1-8; 0: a lane per two cores of each rank of a host, at
+  // most 4): each its own engine thread and sockets; large messages are cut across
+  // them (tcp_transport.h). The ranks use the fewest any of them asks for.
+  int tcp_lanes = 0;
   // Socket send/receive buffer size (CHORUS_SOCKET_BUFSIZE, bytes, K/M suffix; 0 = kernel default).
   int64_t socket_bufsize = 4 << 20;
   // Messages above this are striped across the sockets of a peer (CHORUS_STRIPE_MIN).

@@ -16,6 +16,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::StoreCli
   if (!addr.ok()) return addr.status();
   rendezvous::PeerInfo me = rendezvous::PeerInfo::Local(rank);
   me.cuda_ipc_off = config.cuda_ipc == "off";
+  me.tcp_lanes = config.tcp_lanes;
   std::unique_ptr<transport::RdmaTransport> rdma;
   if (config.transport != "tcp") {
     auto r = transport::RdmaTransport::Open(rank, size, comm_id, transport::RdmaOptions::FromConfig(config, addr.value()));
@@ -69,7 +70,12 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::StoreCli
     out.choice = config.transport == "tcp" ? "tcp (CHORUS_TRANSPORT=tcp)" : "tcp (" + without_rdma + ")";
     rdma.reset();
     std::vector<transport::PeerAddress> addresses;
-    for (const rendezvous::PeerInfo& p : out.peers) addresses.push_back({p.tcp_address, p.hostname});
+    for (const rendezvous::PeerInfo& p : out.peers) {
+      int on_host = 0;
+      for (const rendezvous::PeerInfo& q : out.peers) on_host += q.host_id == p.host_id;
+      const int lanes = p.tcp_lanes > 0 ? p.tcp_lanes : transport::AutoLanes(p.cores, on_host);
+      addresses.push_back({p.tcp_address, p.hostname, lanes});
+    }
     CHORUS_RETURN_IF_ERROR(tcp->Connect(addresses, deadline));
     out.transport = std::move(tcp);
   }

@@ -173,6 +173,7 @@ std::string PeerInfo::Serialize() const {
   for (const auto& i : interfaces) out += "if=" + Escape(i) + "\n";
   if (cuda_ipc_off) out += "cuda_ipc=off\n";
   if (cores > 0) out += "cores=" + std::to_string(cores) + "\n";
+  if (tcp_lanes > 0) out += "tcp_lanes=" + std::to_string(tcp_lanes) + "\n";
   return out;
 }
 
@@ -224,6 +225,10 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
     } else if (key == "cores") {
       if (!ParseInt(value, 0, &info.cores)) {
         return ProtocolError("peer info cores '" + Escape(value) + "' is not a count");
+      }
+    } else if (key == "tcp_lanes") {
+      if (!ParseInt(value, 0, &info.tcp_lanes)) {
+        return ProtocolError("peer info tcp_lanes '" + Escape(value) + "' is not a count");
       }
     }
     // Unknown keys are skipped: a newer peer may say more.

@@ -36,6 +36,7 @@ struct PeerInfo {
   std::vector<std::string> interfaces;  // "name=ip", IPv4 interfaces that are up
   bool cuda_ipc_off = false;            // CHORUS_CUDA_IPC=off here: no rank uses CUDA IPC
   int cores = 0;                        // online CPUs of this host (0: not known)
+  int tcp_lanes = 0;                    // CHORUS_TCP_LANES here (0: automatic)
 
   // A versioned, line-based "key=value" text; values are %-escaped.
   std::string Serialize() const;

@@ -131,6 +131,27 @@ TEST(ApiSweepInWindows, EveryCollectiveAgainstTheReference) {
   }
 }
 
+// Three TCP lanes (ranks asking 3, 4 and 3: the fewest wins): the collectives' messages
+// of 128 KiB and more go on lanes 1 and 2 (cut in two from 256 KiB), each moved by its
+// own engine thread.
+TEST(ApiSweepInLanes, EveryCollectiveAgainstTheReference) {
+  Options o = FileInitOptions();
+  MultiProcOptions mp;
+  mp.timeout_seconds = 120;
+  for (const RankExit& e : RunRanks(
+           3,
+           [&](int r) {
+             Options mine = o;
+             Config c = o.config.value_or(Config::Process());
+             c.tcp_lanes = r == 1 ? 4 : 3;
+             mine.config = c;
+             return SweepRank(r, mine);
+           },
+           mp)) {
+    EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ApiSweep, ::testing::Values(1, 2, 3, 4, 5),
                          [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
 

@@ -78,10 +78,10 @@ TEST(Config, OneGpuAllReduceTakesLeaderOrSplit) {
 }
 
 TEST(Config, StagingSyncTakesGateOrSignals) {
-  EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_sync, "gate");
-  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_STAGING_SYNC", "signals"}}));
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_sync, "signals");
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_STAGING_SYNC", "gate"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->staging_sync, "signals");
+  EXPECT_EQ(c->staging_sync, "gate");
   ExpectBad("CHORUS_STAGING_SYNC", "spin");
 }
 

@@ -68,12 +68,14 @@ Options TestOptions(const std::string& cuda_ipc = "always") {
   return o;
 }
 
-// Staged stream-form calls with every CUDA operation enqueued at the call
-// (CHORUS_STAGING_SYNC=signals) instead of behind the gate kernel.
-Options WithSignals(Options o) {
-  o.config->staging_sync = "signals";
+// How staged stream-form calls hold the caller's stream (CHORUS_STAGING_SYNC):
+// "signals" (the default: every CUDA operation enqueued at the call) or "gate" (behind
+// the gate kernel).
+Options WithSync(Options o, const std::string& sync) {
+  o.config->staging_sync = sync;
   return o;
 }
+Options WithSignals(Options o) { return WithSync(std::move(o), "signals"); }
 
 // Every stream-form call this communicator staged went with signal words (none fell
 // back to the gate).
@@ -311,17 +313,17 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
 
-// The staged path with signal words: every collective (2 and 3 ranks), calls chained
-// on one stream, and in 256 KiB windows (8 a call, each its own words and CHAIN step;
-// not 4 KiB as above: two processes taking turns on one GPU pay a turn per window).
-TEST(DeviceApiTest, StagedWithSignalWords) {
+// The staged path with the gate kernel (CHORUS_STAGING_SYNC=gate; the default, signal
+// words, runs in the tests above): every collective (2 and 3 ranks), calls chained on
+// one stream, and in 256 KiB windows (8 a call, each behind its own gate; not 4 KiB as
+// above: two processes taking turns on one GPU pay a turn per window).
+TEST(DeviceApiTest, StagedWithTheGate) {
   SKIP_WITHOUT_GPU();
-  const Options o2 = WithSignals(TestOptions("off")), o3 = WithSignals(TestOptions("off"));
-  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, true, 41, Path::kStaged); }, {120, {}}));
-  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, true, 42, Path::kStaged); }, {120, {}}));
-  const Options chained = WithSignals(TestOptions("off"));
-  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(chained, r, 2); }, {120, {}}));
-  Options windows = WithSignals(TestOptions("off"));
+  const Options o = WithSync(TestOptions("off"), "gate");
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, true, 41, Path::kStaged); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 42, Path::kStaged); }, {120, {}}));
+  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
+  Options windows = o;
   windows.config->staging_window_bytes = 256 << 10;
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(windows, r, 2); }, {120, {}}));
 }
@@ -380,13 +382,13 @@ TEST(DeviceApiTest, SignalWordsLetAKernelsFirstLaunchThroughDuringAStagedCall) {
 // doubled in place by a reduction kernel (x + x). After: the result is copied to a
 // third buffer on the same stream, and that copy is what is checked.
 // Both paths, on a stream of the test's and on the legacy default stream (CudaStream{});
-// the staged one with the gate and with signal words.
+// the staged one with signal words (the default) and with the gate.
 class StreamOrderTest : public ::testing::TestWithParam<std::tuple<Path, bool, bool>> {};
 
 TEST_P(StreamOrderTest, BeforeAndAfter) {
   SKIP_WITHOUT_GPU();
   const auto [path, legacy, signals] = GetParam();
-  const Options o = signals ? WithSignals(TestOptions(IpcSetting(path))) : TestOptions(IpcSetting(path));
+  const Options o = WithSync(TestOptions(IpcSetting(path)), signals ? "signals" : "gate");
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
@@ -436,7 +438,7 @@ INSTANTIATE_TEST_SUITE_P(BothPaths, StreamOrderTest,
                          [](const ::testing::TestParamInfo<std::tuple<Path, bool, bool>>& i) {
                            return std::string(std::get<0>(i.param) == Path::kCudaIpc ? "CudaIpc" : "Staged") +
                                   (std::get<1>(i.param) ? "LegacyStream" : "OwnStream") +
-                                  (std::get<2>(i.param) ? "Signals" : "");
+                                  (std::get<0>(i.param) == Path::kCudaIpc ? "" : std::get<2>(i.param) ? "Signals" : "Gate");
                          });
 
 // Send/Recv of device buffers: the blocking host forms and the stream forms.

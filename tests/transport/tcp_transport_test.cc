@@ -14,11 +14,18 @@ namespace {
 
 Deadline Soon() { return Deadline::After(std::chrono::seconds(20)); }
 
-class TcpTransportTest : public ::testing::TestWithParam<std::string> {};
+// "uring", "epoll", or "epoll_lanes" (epoll, three lanes, a collective's tag: the
+// streamed message is cut in three parts).
+class TcpTransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string Engine() const { return GetParam() == "epoll_lanes" ? "epoll" : GetParam(); }
+  int Lanes() const { return GetParam() == "epoll_lanes" ? 3 : 1; }
+  uint64_t Tag() const { return GetParam() == "epoll_lanes" ? (uint64_t{1} << 63) | 1 : 1; }
+};
 
 TEST_P(TcpTransportTest, WrongCommunicatorIdIsRefusedNamingBothIds) {
   TcpOptions o;
-  o.engine = GetParam();
+  o.engine = Engine();
   auto a = TcpTransport::Listen(0, 2, 0x1111, o);
   auto b = TcpTransport::Listen(1, 2, 0x2222, o);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -40,7 +47,8 @@ TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
   ASSERT_EQ(pipe(to_child), 0);
   ASSERT_EQ(pipe(to_parent), 0);
   TcpOptions o;
-  o.engine = GetParam();
+  o.engine = Engine();
+  const uint64_t tag = Tag();
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -51,11 +59,11 @@ TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
     std::string mine = t.value()->address();
     char peer[128] = {0};
     if (write(to_parent[1], mine.c_str(), mine.size() + 1) < 0 || read(to_child[0], peer, sizeof(peer) - 1) <= 0) _exit(3);
-    std::vector<PeerAddress> addrs = {{peer, "parent"}, {mine, "child"}};
+    std::vector<PeerAddress> addrs = {{peer, "parent", Lanes()}, {mine, "child", Lanes()}};
     if (!t.value()->Connect(addrs, Deadline::After(std::chrono::seconds(10))).ok()) _exit(4);
     std::vector<char> big(256 << 20, 1);
     for (;;) {
-      if (!t.value()->Send(0, 1, big.data(), big.size())->Wait(Deadline::After(std::chrono::seconds(30))).ok()) _exit(5);
+      if (!t.value()->Send(0, tag, big.data(), big.size())->Wait(Deadline::After(std::chrono::seconds(30))).ok()) _exit(5);
     }
   }
   auto t = TcpTransport::Listen(0, 2, 7, o);
@@ -64,12 +72,13 @@ TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
   char peer[128] = {0};
   ASSERT_GT(read(to_parent[0], peer, sizeof(peer) - 1), 0);
   ASSERT_GT(write(to_child[1], mine.c_str(), mine.size() + 1), 0);
-  std::vector<PeerAddress> addrs = {{mine, "parent"}, {peer, "child"}};
+  std::vector<PeerAddress> addrs = {{mine, "parent", Lanes()}, {peer, "child", Lanes()}};
   ASSERT_TRUE(t.value()->Connect(addrs, Soon()).ok());
+  ASSERT_EQ(t.value()->lanes(), Lanes());
   std::vector<char> in(256 << 20);
-  auto first = t.value()->Recv(1, 1, in.data(), in.size());
+  auto first = t.value()->Recv(1, tag, in.data(), in.size());
   ASSERT_TRUE(first->Wait(Soon()).ok());
-  auto r = t.value()->Recv(1, 1, in.data(), in.size());
+  auto r = t.value()->Recv(1, tag, in.data(), in.size());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   kill(pid, SIGKILL);
   auto start = Clock::now();
@@ -82,7 +91,7 @@ TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
   for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, TcpTransportTest, ::testing::Values("uring", "epoll"),
+INSTANTIATE_TEST_SUITE_P(Engines, TcpTransportTest, ::testing::Values("uring", "epoll", "epoll_lanes"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

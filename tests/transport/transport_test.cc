@@ -30,6 +30,10 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   }
   std::vector<std::unique_ptr<Transport>> Mesh(int n, MeshOptions o = {}) {
     o.engine = GetParam();
+    if (o.engine == "epoll_lanes") {  // three lanes: point-to-point messages stay on lane 0
+      o.engine = "epoll";
+      o.lanes = 3;
+    }
     auto m = MakeAnyMesh(n, o);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return {};
@@ -478,7 +482,7 @@ TEST_P(TransportTest, SeveralThreadsWaitAtOnce) {
   for (int i = 0; i < kThreads; ++i) EXPECT_EQ(errors[i], "") << "thread " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("uring", "epoll", "rdma"),
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("uring", "epoll", "epoll_lanes", "rdma"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

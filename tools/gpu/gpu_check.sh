@@ -16,13 +16,16 @@
 #        chorus_ipc_split  the same, split (CHORUS_CUDA_IPC_ONE_GPU=split), as across GPUs
 #        chorus_auto  chorus with its defaults (stream form: through CUDA IPC at every size)
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
-#        chorus_tcp_signals  the same with every copy enqueued at the call (CHORUS_STAGING_SYNC=signals)
+#                     (its defaults: every copy enqueued at the call behind signal words,
+#                     a TCP lane per two cores of each rank, at most 4)
+#        chorus_tcp_lanes1  the same over one TCP lane (CHORUS_TCP_LANES=1)
+#        chorus_tcp_gate    the same with the gate kernel (CHORUS_STAGING_SYNC=gate)
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
 #      device calls in stream order, one stream wait a loop, as nccl-tests times NCCL
 #      (chorus_ipc also with --blocking: each call waited for); the same under MPS (both
 #      ranks' work shares the GPU instead of taking turns); chorus and Gloo on host
-#      buffers over the same loopback (chorus with 1-8 sockets per peer); and the three
+#      buffers over the same loopback (chorus with 1, 2 and 8 TCP lanes); and the three
 #      bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at 64-256 MiB;
 #      chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read + written per
 #      S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
@@ -192,7 +195,7 @@ awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_ben
 echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left; other processes on the GPU: $(gpu_apps))"
 # The bars' runs first (the staged path beside NCCL, then CUDA IPC), the rest after.
 perf_run chorus_tcp chorus required CHORUS_CUDA_IPC=off
-perf_run chorus_tcp_signals chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=signals
+perf_run chorus_tcp_lanes1 chorus required CHORUS_CUDA_IPC=off CHORUS_TCP_LANES=1
 if [ -n "$nccl_works" ]; then
   perf_run nccl_socket nccl required NCCL_HOSTID=chorus_gpu_check_@RANK@
 else
@@ -217,7 +220,6 @@ else
     sweep=$mps_sweep perf_run chorus_ipc_mps chorus optional CHORUS_CUDA_IPC=always
     sweep=$mps_sweep perf_run chorus_ipc_split_mps chorus optional CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
     sweep=$mps_sweep perf_run chorus_tcp_mps chorus optional CHORUS_CUDA_IPC=off
-    sweep=$mps_sweep perf_run chorus_tcp_signals_mps chorus optional CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=signals
     [ -n "$nccl_works" ] && sweep=$mps_sweep perf_run nccl_socket_mps nccl optional NCCL_HOSTID=chorus_gpu_check_@RANK@
     echo quit | timeout 20 "$mps"
   else
@@ -227,19 +229,21 @@ else
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 perf_flags=--blocking perf_run chorus_ipc_blocking chorus required CHORUS_CUDA_IPC=always
+perf_run chorus_tcp_gate chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=gate
 # The defaults (the footer says which way the calls went).
 perf_run chorus_auto chorus required
 # What the staged path's wire gives: the same sweep on host buffers (no GPU copies),
-# with 1 to 8 sockets per peer at 256 MiB, and Gloo's on the same loopback (chorus_perf
+# with 1, 2 and 8 TCP lanes at 256 MiB, and Gloo's on the same loopback (chorus_perf
 # carries libgloo) for scale.
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus optional
-for k in 1 4 8; do
-  perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run "chorus_host_socks$k" chorus optional CHORUS_NSOCKS_PERPEER=$k
+for k in 1 2 8; do
+  perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run "chorus_host_lanes$k" chorus optional CHORUS_TCP_LANES=$k
 done
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run gloo_host gloo optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
-grep -q 'staged (0 with signal' "$work/perf_chorus_tcp_signals.rank0.log" &&
-  { echo "chorus_tcp_signals: no call went with signal words (see its footer and log)"; fail=1; }
+grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* lanes\?' "$work"/perf_chorus_tcp*.rank0.log "$work"/perf_chorus_host*.rank0.log
+grep -q 'staged (0 with signal' "$work/perf_chorus_tcp.rank0.log" &&
+  { echo "chorus_tcp: no call went with signal words (see its footer and log)"; fail=1; }
 for run in chorus_ipc chorus_ipc_split chorus_ipc_blocking; do
   grep -q 'through CUDA IPC, 0 staged' "$work/perf_$run.rank0.log" ||
     { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
@@ -257,18 +261,18 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_ipc chorus_ipc_split
   side_by_side chorus_ipc chorus_ipc_blocking
   side_by_side chorus_tcp nccl_torch | tee "$work/tcp_vs_torch.txt"
-  side_by_side chorus_tcp_signals chorus_tcp
-  side_by_side chorus_tcp_signals nccl_socket
+  side_by_side chorus_tcp chorus_tcp_lanes1
+  side_by_side chorus_tcp_lanes1 nccl_socket
+  side_by_side chorus_tcp chorus_tcp_gate
   side_by_side chorus_auto chorus_ipc
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
-  for k in 1 4 8; do side_by_side "chorus_host_socks$k" chorus_host; done
+  for k in 1 2 8; do side_by_side "chorus_host_lanes$k" chorus_host; done
   echo "# under MPS"
   side_by_side chorus_ipc_mps chorus_ipc
   side_by_side chorus_ipc_split_mps chorus_ipc_split
   side_by_side chorus_tcp_mps chorus_tcp
   side_by_side chorus_tcp_mps nccl_socket_mps
-  side_by_side chorus_tcp_signals_mps chorus_tcp_mps
   [ -s "$work/perf_nccl_shared.txt" ] && side_by_side chorus_ipc nccl_shared
 } | tee -a "$tables"
 

@@ -119,7 +119,7 @@ Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
                                              (opts_.use_uring ? "io_uring" : "epoll"));
   poller_ = std::move(p.value());
   engine_name_ = poller_->name();
-  app_progress_ = poller_->any_thread();
+  app_progress_ = poller_->any_thread() && opts_.app_progress;
   for (int p = 0; p < size_ && p < static_cast<int>(sockets->size()); ++p) {
     std::vector<UniqueFd>& fds = (*sockets)[p];
     for (size_t i = 0; i < fds.size(); ++i) {

@@ -2,10 +2,12 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "chorus/log.h"
 #include "transport/matching.h"
+#include "transport/parts_request.h"
 #include "transport/tcp/engine.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/poller.h"
@@ -13,6 +15,17 @@
 namespace chorus::transport {
 
 using tcp::UniqueFd;
+
+namespace {
+// A message is cut across lanes into parts of at least this size (a part smaller than
+// this costs its hand-off more than its copy saves).
+constexpr size_t kPartMin = 128 << 10;
+}  // namespace
+
+int AutoLanes(int host_cores, int ranks_on_host) {
+  const int per_rank = std::max(1, host_cores) / std::max(1, ranks_on_host);
+  return std::clamp(per_rank / 2, 1, kAutoMaxLanes);
+}
 
 TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_address) {
   TcpOptions o;
@@ -55,7 +68,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
   } else {
     return InvalidArgument("TCP engine '" + opts.engine + "' unknown (CHORUS_TCP_ENGINE): use auto, uring or epoll");
   }
-  Result<UniqueFd> fd = tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets + 16, opts.socket_bufsize,
+  Result<UniqueFd> fd = tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxLanes + 16, opts.socket_bufsize,
                                        &t->address_);
   if (!fd.ok()) return fd.status().WithContext("rank " + std::to_string(rank) + ": listening on " + opts.bind_address);
   t->listen_fd_ = std::move(fd.value());
@@ -64,16 +77,16 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
 
 Status TcpTransport::AcceptAll(std::vector<std::vector<UniqueFd>>* sockets, const std::vector<PeerAddress>& peers,
                                Deadline deadline) {
-  const tcp::Identity self{comm_id_, rank_, size_, opts_.nsockets};
-  std::vector<std::vector<bool>> have(static_cast<size_t>(size_), std::vector<bool>(opts_.nsockets, false));
-  int missing = (size_ - 1 - rank_) * opts_.nsockets;
+  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_};
+  std::vector<std::vector<bool>> have(static_cast<size_t>(size_), std::vector<bool>(socks_per_peer_, false));
+  int missing = (size_ - 1 - rank_) * socks_per_peer_;
   std::string refused;  // the last connection we turned away, for the timeout message
   while (missing > 0) {
     Result<UniqueFd> fd = tcp::AcceptTcp(listen_fd_.get(), deadline);
     if (!fd.ok()) {
       std::string who;
       for (int p = rank_ + 1; p < size_; ++p) {
-        for (int i = 0; i < opts_.nsockets; ++i) {
+        for (int i = 0; i < socks_per_peer_; ++i) {
           if (!have[p][i]) {
             who += (who.empty() ? "" : ", ") + std::string("rank ") + std::to_string(p) + " (host " + peers[p].host +
                    ", " + peers[p].address + ")";
@@ -99,23 +112,26 @@ Status TcpTransport::AcceptAll(std::vector<std::vector<UniqueFd>>* sockets, cons
 }
 
 Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline deadline) {
-  if (engine_) return InvalidArgument("rank " + std::to_string(rank_) + ": TCP transport already connected");
+  if (!engines_.empty()) return InvalidArgument("rank " + std::to_string(rank_) + ": TCP transport already connected");
   if (static_cast<int>(peers.size()) != size_) {
     return InvalidArgument("rank " + std::to_string(rank_) + ": " + std::to_string(peers.size()) +
                            " peer addresses for a world of size " + std::to_string(size_));
   }
+  int lanes = kMaxLanes;
+  for (const PeerAddress& a : peers) lanes = std::min(lanes, std::max(1, a.lanes));
+  socks_per_peer_ = opts_.nsockets * lanes;
   std::vector<std::vector<UniqueFd>> sockets(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) sockets[p].resize(static_cast<size_t>(opts_.nsockets));
+    if (p != rank_) sockets[p].resize(static_cast<size_t>(socks_per_peer_));
   }
   // Accept from higher ranks while connecting to lower ones.
   Status accept_status;
   std::thread acceptor([&] { accept_status = AcceptAll(&sockets, peers, deadline); });
   Status connect_status;
-  const tcp::Identity self{comm_id_, rank_, size_, opts_.nsockets};
+  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_};
   for (int p = 0; p < rank_ && connect_status.ok(); ++p) {
     const std::string desc = "rank " + std::to_string(p) + " (host " + peers[p].host + ", " + peers[p].address + ")";
-    for (int i = 0; i < opts_.nsockets && connect_status.ok(); ++i) {
+    for (int i = 0; i < socks_per_peer_ && connect_status.ok(); ++i) {
       Result<UniqueFd> fd = tcp::ConnectTcp(peers[p].address, opts_.socket_bufsize, deadline);
       if (!fd.ok()) {
         connect_status = fd.status().WithContext("rank " + std::to_string(rank_) + ": connecting to " + desc);
@@ -149,22 +165,44 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.rendezvous_all_from = opts_.rendezvous_all_from;
   eo.pause_above = opts_.pause_above;
   eo.resume_below = opts_.resume_below;
-  std::vector<tcp::PeerInfo> infos;
-  for (const PeerAddress& a : peers) infos.push_back({a.host, a.address});
-  Result<std::unique_ptr<tcp::Engine>> e = tcp::Engine::Start(eo, std::move(infos), std::move(sockets));
-  if (!e.ok()) return e.status();
-  engine_ = std::move(e.value());
-  if (!pre_connect_error_.ok()) engine_->Abort(pre_connect_error_);
+  // Lane k: sockets [k x nsockets, (k+1) x nsockets) of every peer.
+  for (int k = 0; k < lanes; ++k) {
+    std::vector<std::vector<UniqueFd>> mine(static_cast<size_t>(size_));
+    for (int p = 0; p < size_; ++p) {
+      for (int i = 0; p != rank_ && i < opts_.nsockets; ++i) mine[p].push_back(std::move(sockets[p][k * opts_.nsockets + i]));
+    }
+    std::vector<tcp::PeerInfo> infos;
+    for (const PeerAddress& a : peers) infos.push_back({a.host, a.address});
+    eo.app_progress = k == 0;
+    Result<std::unique_ptr<tcp::Engine>> e = tcp::Engine::Start(eo, std::move(infos), std::move(mine));
+    if (!e.ok()) {
+      engines_.clear();
+      return e.status().WithContext("rank " + std::to_string(rank_) + ": TCP lane " + std::to_string(k));
+    }
+    engines_.push_back(std::move(e.value()));
+  }
+  if (!pre_connect_error_.ok()) Abort(pre_connect_error_);
   CHORUS_INFO("rank " << rank_ << ": " << Describe());
   return Status::Ok();
 }
 
-std::string TcpTransport::engine_name() const { return engine_ ? engine_->engine_name() : std::string("none"); }
+std::string TcpTransport::engine_name() const {
+  return engines_.empty() ? std::string("none") : engines_[0]->engine_name();
+}
+
+int TcpTransport::PartsOf(int peer, uint64_t tag, size_t bytes) const {
+  // Only collectives' messages: their sizes agree on both sides (the call's fingerprint
+  // says so first), and they pace themselves. A point-to-point message of another size
+  // than its Recv must fail both sides naming both sizes; cut differently on each side,
+  // the parts beyond the Recv's would wait for a READY that never comes.
+  if (peer == rank_ || engines_.size() < 2 || (tag >> 63) == 0 || bytes < kPartMin) return 0;
+  return static_cast<int>(std::min<size_t>(engines_.size() - 1, bytes / kPartMin));
+}
 
 RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
   const auto kind = send ? BasicRequest::Kind::kSend : BasicRequest::Kind::kRecv;
   Status bad = ValidatePost(rank_, size_, send, peer, buf, bytes);
-  if (bad.ok() && !engine_) {
+  if (bad.ok() && engines_.empty()) {
     bad = pre_connect_error_.ok()
               ? Unavailable("rank " + std::to_string(rank_) + ": TCP transport used before Connect()")
               : pre_connect_error_;
@@ -174,7 +212,18 @@ RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size
     req->Complete(bad);
     return req;
   }
-  return engine_->Post(kind, peer, tag, buf, bytes, fingerprint);
+  const int parts = PartsOf(peer, tag, bytes);
+  if (parts == 0) return engines_[0]->Post(kind, peer, tag, buf, bytes, fingerprint);
+  if (parts == 1) return engines_[1]->Post(kind, peer, tag, buf, bytes, fingerprint);
+  // Equal parts on lanes 1..parts, the last taking the remainder.
+  std::vector<RequestPtr> reqs(static_cast<size_t>(parts));
+  const size_t each = bytes / static_cast<size_t>(parts);
+  for (int k = 0; k < parts; ++k) {
+    const size_t at = each * static_cast<size_t>(k);
+    const size_t len = k == parts - 1 ? bytes - at : each;
+    reqs[k] = engines_[k + 1]->Post(kind, peer, tag, static_cast<char*>(buf) + at, len, fingerprint);
+  }
+  return std::make_shared<PartsRequest>(std::move(reqs));
 }
 
 RequestPtr TcpTransport::Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint) {
@@ -186,29 +235,45 @@ RequestPtr TcpTransport::Recv(int peer, uint64_t tag, void* buf, size_t bytes, u
 }
 
 void TcpTransport::ReleaseTags(uint64_t first, uint64_t last) {
-  if (engine_) engine_->ReleaseTags(first, last);
+  for (auto& e : engines_) e->ReleaseTags(first, last);
 }
 
 void TcpTransport::Abort(const Status& reason) {
-  if (engine_) {
-    engine_->Abort(reason);
+  if (!engines_.empty()) {
+    for (auto& e : engines_) e->Abort(reason);
   } else if (pre_connect_error_.ok()) {
     pre_connect_error_ = reason;
   }
 }
 
 void TcpTransport::Progress() {
-  if (engine_) engine_->Progress();
+  if (!engines_.empty()) engines_[0]->Progress();  // the other lanes' threads drive them
 }
 
-Status TcpTransport::health() { return engine_ ? engine_->health() : pre_connect_error_; }
+Status TcpTransport::health() {
+  if (engines_.empty()) return pre_connect_error_;
+  for (auto& e : engines_) {
+    if (Status st = e->health(); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
 
-TrafficCounters TcpTransport::counters() const { return engine_ ? engine_->counters() : TrafficCounters{}; }
+TrafficCounters TcpTransport::counters() const {
+  TrafficCounters sum;
+  for (const auto& e : engines_) {
+    const TrafficCounters c = e->counters();
+    sum.early_messages += c.early_messages;
+    sum.early_bytes += c.early_bytes;
+  }
+  return sum;
+}
 
 std::string TcpTransport::Describe() const {
-  return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(opts_.nsockets) +
-         " sockets per peer, buffers " + std::to_string(opts_.socket_bufsize >> 10) + " KiB, stripes from " +
-         std::to_string(opts_.stripe_min_bytes >> 10) + " KiB";
+  const int lanes = std::max<int>(1, static_cast<int>(engines_.size()));
+  return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(lanes) + (lanes == 1 ? " lane, " : " lanes, ") +
+         std::to_string(opts_.nsockets) + " sockets per peer" + (lanes == 1 ? "" : " and lane") + ", buffers " +
+         std::to_string(opts_.socket_bufsize >> 10) + " KiB, stripes from " + std::to_string(opts_.stripe_min_bytes >> 10) +
+         " KiB";
 }
 
 }  // namespace chorus::transport
