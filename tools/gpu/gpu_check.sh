@@ -239,6 +239,7 @@ perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus o
 for k in 1 2 8; do
   perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run "chorus_host_lanes$k" chorus optional CHORUS_TCP_LANES=$k
 done
+perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run chorus_host_chunk2m chorus optional CHORUS_CHUNK_BYTES=2M
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run gloo_host gloo optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
 grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* lanes\?' "$work"/perf_chorus_tcp*.rank0.log "$work"/perf_chorus_host*.rank0.log
@@ -268,6 +269,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
   for k in 1 2 8; do side_by_side "chorus_host_lanes$k" chorus_host; done
+  side_by_side chorus_host_chunk2m chorus_host
   echo "# under MPS"
   side_by_side chorus_ipc_mps chorus_ipc
   side_by_side chorus_ipc_split_mps chorus_ipc_split
