@@ -58,8 +58,8 @@ struct Config {
   std::string tcp_engine = "auto";
   // Sockets per peer (CHORUS_NSOCKS_PERPEER), messages are striped over them.
   int nsocks_per_peer = 2;
-  // TCP lanes (CHORUS_TCP_LANES, 1-8; 0: a lane per two cores of each rank of a host, at
-  // most 4): each its own engine thread and sockets; large messages are cut across
+  // TCP lanes (CHORUS_TCP_LANES, 1-8; 0: a lane per core of each rank of a host, at
+  // most 8): each its own engine thread and sockets; large messages are cut across
   // them (tcp_transport.h). The ranks use the fewest any of them asks for.
   int tcp_lanes = 0;
   // Socket send/receive buffer size (CHORUS_SOCKET_BUFSIZE, bytes, K/M suffix; 0 = kernel default).

@@ -19,8 +19,9 @@ using testing::MeshOptions;
 Deadline Soon() { return Deadline::After(std::chrono::seconds(20)); }
 uint64_t CollectiveTag(uint64_t step) { return (uint64_t{1} << 63) | (uint64_t{5} << 16) | step; }
 
-// Sizes around the cuts (three lanes: lane 0, then parts on lanes 1 and 2): under one
-// part (lane 0), one part (lane 1), two parts with a remainder in the last.
+// Sizes around the cuts (three lanes: lane 0, then parts on lanes 1 and 2, from the one
+// each tag picks): under one part (lane 0), one part, two parts with a remainder in the
+// last.
 const size_t kSizes[] = {
     0, 1, (128 << 10) - 1, 128 << 10, (256 << 10) - 1, 256 << 10, (384 << 10) + 7, (1 << 20) + 5, (16 << 20) + 3};
 
@@ -127,12 +128,12 @@ TEST(TcpLanesTest, AnAbortFailsThePeersCutMessage) {
   EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
 }
 
-TEST(TcpLanesTest, AutoLanesGiveEachRankALanePerTwoCores) {
+TEST(TcpLanesTest, AutoLanesGiveEachRankALanePerCore) {
   EXPECT_EQ(AutoLanes(2, 2), 1);  // this CI machine, two ranks
-  EXPECT_EQ(AutoLanes(2, 1), 1);
-  EXPECT_EQ(AutoLanes(4, 1), 2);
-  EXPECT_EQ(AutoLanes(16, 2), 4);  // the GPU machine, two ranks
-  EXPECT_EQ(AutoLanes(16, 8), 1);
+  EXPECT_EQ(AutoLanes(2, 1), 2);
+  EXPECT_EQ(AutoLanes(4, 3), 1);
+  EXPECT_EQ(AutoLanes(16, 2), 8);  // the GPU machine, two ranks
+  EXPECT_EQ(AutoLanes(16, 8), 2);
   EXPECT_EQ(AutoLanes(128, 1), kAutoMaxLanes);
   EXPECT_EQ(AutoLanes(0, 0), 1);  // unknown
 }

@@ -17,7 +17,7 @@
 #        chorus_auto  chorus with its defaults (stream form: through CUDA IPC at every size)
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
 #                     (its defaults: every copy enqueued at the call behind signal words,
-#                     a TCP lane per two cores of each rank, at most 4)
+#                     a TCP lane per core of each rank, at most 8)
 #        chorus_tcp_lanes1  the same over one TCP lane (CHORUS_TCP_LANES=1)
 #        chorus_tcp_gate    the same with the gate kernel (CHORUS_STAGING_SYNC=gate)
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
@@ -25,7 +25,7 @@
 #      device calls in stream order, one stream wait a loop, as nccl-tests times NCCL
 #      (chorus_ipc also with --blocking: each call waited for); the same under MPS (both
 #      ranks' work shares the GPU instead of taking turns); chorus and Gloo on host
-#      buffers over the same loopback (chorus with 1, 2 and 8 TCP lanes); and the three
+#      buffers over the same loopback (chorus with 1, 2 and 4 TCP lanes); and the three
 #      bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at 64-256 MiB;
 #      chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read + written per
 #      S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
@@ -233,10 +233,10 @@ perf_run chorus_tcp_gate chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC
 # The defaults (the footer says which way the calls went).
 perf_run chorus_auto chorus required
 # What the staged path's wire gives: the same sweep on host buffers (no GPU copies),
-# with 1, 2 and 8 TCP lanes at 256 MiB, and Gloo's on the same loopback (chorus_perf
+# with 1, 2 and 4 TCP lanes at 256 MiB, and Gloo's on the same loopback (chorus_perf
 # carries libgloo) for scale.
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus optional
-for k in 1 2 8; do
+for k in 1 2 4; do
   perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run "chorus_host_lanes$k" chorus optional CHORUS_TCP_LANES=$k
 done
 perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run chorus_host_chunk2m chorus optional CHORUS_CHUNK_BYTES=2M
@@ -268,7 +268,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_auto chorus_ipc
   side_by_side chorus_tcp chorus_host
   side_by_side chorus_host gloo_host
-  for k in 1 2 8; do side_by_side "chorus_host_lanes$k" chorus_host; done
+  for k in 1 2 4; do side_by_side "chorus_host_lanes$k" chorus_host; done
   side_by_side chorus_host_chunk2m chorus_host
   echo "# under MPS"
   side_by_side chorus_ipc_mps chorus_ipc

@@ -23,8 +23,7 @@ constexpr size_t kPartMin = 128 << 10;
 }  // namespace
 
 int AutoLanes(int host_cores, int ranks_on_host) {
-  const int per_rank = std::max(1, host_cores) / std::max(1, ranks_on_host);
-  return std::clamp(per_rank / 2, 1, kAutoMaxLanes);
+  return std::clamp(std::max(1, host_cores) / std::max(1, ranks_on_host), 1, kAutoMaxLanes);
 }
 
 TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_address) {
@@ -214,14 +213,19 @@ RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size
   }
   const int parts = PartsOf(peer, tag, bytes);
   if (parts == 0) return engines_[0]->Post(kind, peer, tag, buf, bytes, fingerprint);
-  if (parts == 1) return engines_[1]->Post(kind, peer, tag, buf, bytes, fingerprint);
-  // Equal parts on lanes 1..parts, the last taking the remainder.
+  // Equal parts (the last takes the remainder) on consecutive lanes after lane 0, from
+  // one the tag picks (its step and call number: both sides pick alike), so that a
+  // call's messages, fewer parts each than there are lanes, use every lane in turn.
+  const uint64_t bulk = engines_.size() - 1;
+  const uint64_t first = (tag + (tag >> 16)) % bulk;
+  auto lane = [&](int k) { return engines_[1 + (first + static_cast<uint64_t>(k)) % bulk].get(); };
+  if (parts == 1) return lane(0)->Post(kind, peer, tag, buf, bytes, fingerprint);
   std::vector<RequestPtr> reqs(static_cast<size_t>(parts));
   const size_t each = bytes / static_cast<size_t>(parts);
   for (int k = 0; k < parts; ++k) {
     const size_t at = each * static_cast<size_t>(k);
     const size_t len = k == parts - 1 ? bytes - at : each;
-    reqs[k] = engines_[k + 1]->Post(kind, peer, tag, static_cast<char*>(buf) + at, len, fingerprint);
+    reqs[k] = lane(k)->Post(kind, peer, tag, static_cast<char*>(buf) + at, len, fingerprint);
   }
   return std::make_shared<PartsRequest>(std::move(reqs));
 }
