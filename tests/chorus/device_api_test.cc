@@ -139,13 +139,16 @@ TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
 }
 
 // Staged in windows of 16 KiB: a large all_reduce, broadcast or reduce runs as several
-// collectives behind one gate, through pinned stand-ins of the window's size (every
-// collective in turn, then calls chained on one stream: one gate after another). Not
-// smaller: on the H100, 4 KiB windows took 46 s, two processes taking turns on the GPU.
+// collectives behind one gate (CHORUS_STAGING_SYNC=gate), through pinned stand-ins of
+// the window's size (every collective in turn, then calls chained on one stream: one
+// gate after another). Not smaller: on the H100, 4 KiB windows took 46 s, two processes
+// taking turns on the GPU. Not with signal words: each window's copies wait on the
+// stream there, and each costs the processes a turn on the GPU (this test took over 120 s
+// so on an H200); SignalWordsInWindows runs them in 256 KiB windows.
 int ChainedAllReduces(const Options& o, int rank, int n);
 TEST(DeviceApiTest, StagedInSmallWindows) {
   SKIP_WITHOUT_GPU();
-  Options o = TestOptions("off"), chained = TestOptions("off");
+  Options o = WithSync(TestOptions("off"), "gate"), chained = WithSync(TestOptions("off"), "gate");
   o.config->staging_window_bytes = 16 << 10;
   chained.config->staging_window_bytes = 16 << 10;
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 31, Path::kStaged); }, {120, {}}));
@@ -314,18 +317,23 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
 }
 
 // The staged path with the gate kernel (CHORUS_STAGING_SYNC=gate; the default, signal
-// words, runs in the tests above): every collective (2 and 3 ranks), calls chained on
-// one stream, and in 256 KiB windows (8 a call, each behind its own gate; not 4 KiB as
-// above: two processes taking turns on one GPU pay a turn per window).
+// words, runs in the tests above): every collective (2 and 3 ranks) and calls chained
+// on one stream (StagedInSmallWindows runs it in windows).
 TEST(DeviceApiTest, StagedWithTheGate) {
   SKIP_WITHOUT_GPU();
   const Options o = WithSync(TestOptions("off"), "gate");
   ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, true, 41, Path::kStaged); }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 42, Path::kStaged); }, {120, {}}));
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
-  Options windows = o;
-  windows.config->staging_window_bytes = 256 << 10;
-  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(windows, r, 2); }, {120, {}}));
+}
+
+// Signal words (the default) in 256 KiB windows, calls chained on one stream: 8 windows
+// a call, each its own words and CHAIN step (not 16 KiB: see StagedInSmallWindows).
+TEST(DeviceApiTest, SignalWordsInWindows) {
+  SKIP_WITHOUT_GPU();
+  Options o = WithSignals(TestOptions("off"));
+  o.config->staging_window_bytes = 256 << 10;
+  ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
 
 // Under CUDA's lazy loading, a kernel's first launch loads it under the context's lock
