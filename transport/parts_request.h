@@ -2,6 +2,7 @@
 // on different lanes): finished once every part is, with the first part's error.
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,7 +12,8 @@ namespace chorus::transport {
 
 class PartsRequest final : public Request {
  public:
-  explicit PartsRequest(std::vector<RequestPtr> parts) : parts_(std::move(parts)) {}
+  // `bytes`: the whole message's, for error messages.
+  PartsRequest(std::vector<RequestPtr> parts, size_t bytes) : parts_(std::move(parts)), bytes_(bytes) {}
 
   bool Test() override {
     for (const RequestPtr& p : parts_) {
@@ -23,16 +25,16 @@ class PartsRequest final : public Request {
   // its buffer, and the other parts write into the same one. A deadline returns at
   // once (the caller aborts the transport, as for any request).
   Status Wait(Deadline deadline) override {
-    for (const RequestPtr& p : parts_) {
-      Status st = p->Wait(deadline);
-      if (!st.ok() && !p->Test()) return st;
+    for (size_t k = 0; k < parts_.size(); ++k) {
+      Status st = parts_[k]->Wait(deadline);
+      if (!st.ok() && !parts_[k]->Test()) return st.WithContext(PartOf(k));
     }
     return status();
   }
   Status status() override {
-    for (const RequestPtr& p : parts_) {
-      Status st = p->status();
-      if (!st.ok()) return st;
+    for (size_t k = 0; k < parts_.size(); ++k) {
+      Status st = parts_[k]->status();
+      if (!st.ok()) return st.WithContext(PartOf(k));
     }
     return Status::Ok();
   }
@@ -44,7 +46,13 @@ class PartsRequest final : public Request {
   }
 
  private:
+  std::string PartOf(size_t k) const {
+    return "part " + std::to_string(k + 1) + " of " + std::to_string(parts_.size()) + " of a " +
+           std::to_string(bytes_) + "-byte message";
+  }
+
   const std::vector<RequestPtr> parts_;
+  const size_t bytes_;
 };
 
 }  // namespace chorus::transport

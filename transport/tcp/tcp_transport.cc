@@ -227,7 +227,7 @@ RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size
     const size_t len = k == parts - 1 ? bytes - at : each;
     reqs[k] = lane(k)->Post(kind, peer, tag, static_cast<char*>(buf) + at, len, fingerprint);
   }
-  return std::make_shared<PartsRequest>(std::move(reqs));
+  return std::make_shared<PartsRequest>(std::move(reqs), bytes);
 }
 
 RequestPtr TcpTransport::Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint) {
