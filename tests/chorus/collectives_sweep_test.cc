@@ -132,7 +132,7 @@ TEST(ApiSweepInWindows, EveryCollectiveAgainstTheReference) {
 }
 
 // Three TCP lanes (ranks asking 3, 4 and 3: the fewest wins): the collectives' messages
-// of 128 KiB and more go on lanes 1 and 2 (cut in two from 256 KiB), each moved by its
+// of 256 KiB and more are cut in two, on lanes 1 and 2, each moved by its
 // own engine thread.
 TEST(ApiSweepInLanes, EveryCollectiveAgainstTheReference) {
   Options o = FileInitOptions();

@@ -19,9 +19,8 @@ using testing::MeshOptions;
 Deadline Soon() { return Deadline::After(std::chrono::seconds(20)); }
 uint64_t CollectiveTag(uint64_t step) { return (uint64_t{1} << 63) | (uint64_t{5} << 16) | step; }
 
-// Sizes around the cuts (three lanes: lane 0, then parts on lanes 1 and 2, from the one
-// each tag picks): under one part (lane 0), one part, two parts with a remainder in the
-// last.
+// Sizes around the cuts (three lanes: lane 0 below 256 KiB, then two parts on lanes 1
+// and 2, from the one each tag picks, a remainder in the last).
 const size_t kSizes[] = {
     0, 1, (128 << 10) - 1, 128 << 10, (256 << 10) - 1, 256 << 10, (384 << 10) + 7, (1 << 20) + 5, (16 << 20) + 3};
 

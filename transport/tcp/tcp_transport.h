@@ -7,7 +7,7 @@
 // byte twice, into and out of the kernel). With several lanes, lane 0 carries the
 // small messages and the point-to-point ones, driven by the threads that wait on them
 // (application progress: no hand-off between threads for a short message). The other
-// lanes carry the collectives' large messages, each cut into parts of at least 128 KiB,
+// lanes carry the collectives' messages from 256 KiB, each cut into parts of at least 128 KiB,
 // a part per lane from a lane the tag picks, each sent and received by its lane's
 // engine thread, while the caller's thread reduces what arrived; both sides cut alike,
 // since they know the size and the tag.
