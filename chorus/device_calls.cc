@@ -267,8 +267,8 @@ Status DeviceCalls::Init(int device) {
     CHORUS_WARN("CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the default): a kernel launched "
                 "for the first time while a staged chorus call holds its stream waits for that call, and the call's "
                 "copies wait for the loading, until the call's timeout. Set CUDA_MODULE_LOADING=EAGER (or use "
-                "CHORUS_STAGING_SYNC=signals, the default, where the driver allows it), or launch each kernel once before the first collective on device "
-                "buffers across hosts");
+                "CHORUS_STAGING_SYNC=signals, the default, where the driver allows it), or launch each kernel once "
+                "before the first collective on device buffers across hosts");
   }
   res->gate = std::move(gate.value());
   res->executor.copies = std::move(c1.value());

@@ -444,9 +444,10 @@ INSTANTIATE_TEST_SUITE_P(BothPaths, StreamOrderTest,
                                            std::make_tuple(Path::kStaged, false, true),
                                            std::make_tuple(Path::kStaged, true, true)),
                          [](const ::testing::TestParamInfo<std::tuple<Path, bool, bool>>& i) {
-                           return std::string(std::get<0>(i.param) == Path::kCudaIpc ? "CudaIpc" : "Staged") +
-                                  (std::get<1>(i.param) ? "LegacyStream" : "OwnStream") +
-                                  (std::get<0>(i.param) == Path::kCudaIpc ? "" : std::get<2>(i.param) ? "Signals" : "Gate");
+                           const bool ipc = std::get<0>(i.param) == Path::kCudaIpc;
+                           const char* sync = ipc ? "" : std::get<2>(i.param) ? "Signals" : "Gate";
+                           return std::string(ipc ? "CudaIpc" : "Staged") +
+                                  (std::get<1>(i.param) ? "LegacyStream" : "OwnStream") + sync;
                          });
 
 // Send/Recv of device buffers: the blocking host forms and the stream forms.

@@ -71,8 +71,8 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
   } else {
     return InvalidArgument("TCP engine '" + opts.engine + "' unknown (CHORUS_TCP_ENGINE): use auto, uring or epoll");
   }
-  Result<UniqueFd> fd = tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxLanes + 16, opts.socket_bufsize,
-                                       &t->address_);
+  Result<UniqueFd> fd =
+      tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxLanes + 16, opts.socket_bufsize, &t->address_);
   if (!fd.ok()) return fd.status().WithContext("rank " + std::to_string(rank) + ": listening on " + opts.bind_address);
   t->listen_fd_ = std::move(fd.value());
   return t;
@@ -172,7 +172,9 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   for (int k = 0; k < lanes; ++k) {
     std::vector<std::vector<UniqueFd>> mine(static_cast<size_t>(size_));
     for (int p = 0; p < size_; ++p) {
-      for (int i = 0; p != rank_ && i < opts_.nsockets; ++i) mine[p].push_back(std::move(sockets[p][k * opts_.nsockets + i]));
+      for (int i = 0; p != rank_ && i < opts_.nsockets; ++i) {
+        mine[p].push_back(std::move(sockets[p][k * opts_.nsockets + i]));
+      }
     }
     std::vector<tcp::PeerInfo> infos;
     for (const PeerAddress& a : peers) infos.push_back({a.host, a.address});
@@ -278,10 +280,10 @@ TrafficCounters TcpTransport::counters() const {
 
 std::string TcpTransport::Describe() const {
   const int lanes = std::max<int>(1, static_cast<int>(engines_.size()));
-  return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(lanes) + (lanes == 1 ? " lane, " : " lanes, ") +
-         std::to_string(opts_.nsockets) + " sockets per peer" + (lanes == 1 ? "" : " and lane") + ", buffers " +
-         std::to_string(opts_.socket_bufsize >> 10) + " KiB, stripes from " + std::to_string(opts_.stripe_min_bytes >> 10) +
-         " KiB";
+  return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(lanes) +
+         (lanes == 1 ? " lane, " : " lanes, ") + std::to_string(opts_.nsockets) + " sockets per peer" +
+         (lanes == 1 ? "" : " and lane") + ", buffers " + std::to_string(opts_.socket_bufsize >> 10) +
+         " KiB, stripes from " + std::to_string(opts_.stripe_min_bytes >> 10) + " KiB";
 }
 
 }  // namespace chorus::transport
