@@ -118,21 +118,16 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   transport_choice_ = setup.value().choice;
   // Ranks and cores per host: who is local, and whether some host is crowded.
   const std::string& my_host = peers_[rank_].host_id;
-  std::map<std::string, std::pair<int, int>> hosts;  // host_id -> (ranks, cores)
+  const std::map<std::string, rendezvous::HostShare> hosts = rendezvous::HostShares(peers_);
   local_rank_ = 0;
-  for (int r = 0; r < size_; ++r) {
-    auto& [ranks, cores] = hosts[peers_[r].host_id];
-    ++ranks;
-    cores = std::max(cores, peers_[r].cores);
-    if (r < rank_ && peers_[r].host_id == my_host) ++local_rank_;
-  }
-  local_size_ = hosts[my_host].first;
+  for (int r = 0; r < rank_; ++r) local_rank_ += peers_[r].host_id == my_host;
+  local_size_ = hosts.at(my_host).ranks;
 
   // Every rank tunes alike: crowded where some host runs more ranks than it has cores.
   for (const auto& [id, h] : hosts) {
-    if (h.second > 0 && h.first > h.second) {
+    if (h.cores > 0 && h.ranks > h.cores) {
       tuning_.crowded_cores = true;
-      if (rank_ == 0) CHORUS_INFO("host " << id << " runs " << h.first << " ranks on " << h.second
+      if (rank_ == 0) CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks on " << h.cores
                                         << " cores: large tree chunks wait for their grant");
     }
   }

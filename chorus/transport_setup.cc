@@ -69,11 +69,11 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::StoreCli
   } else {
     out.choice = config.transport == "tcp" ? "tcp (CHORUS_TRANSPORT=tcp)" : "tcp (" + without_rdma + ")";
     rdma.reset();
+    const std::map<std::string, rendezvous::HostShare> hosts = rendezvous::HostShares(out.peers);
     std::vector<transport::PeerAddress> addresses;
     for (const rendezvous::PeerInfo& p : out.peers) {
-      int on_host = 0;
-      for (const rendezvous::PeerInfo& q : out.peers) on_host += q.host_id == p.host_id;
-      const int lanes = p.tcp_lanes > 0 ? p.tcp_lanes : transport::AutoLanes(p.cores, on_host);
+      const rendezvous::HostShare& h = hosts.at(p.host_id);
+      const int lanes = p.tcp_lanes > 0 ? p.tcp_lanes : transport::AutoLanes(h.cores, h.ranks);
       addresses.push_back({p.tcp_address, p.hostname, lanes});
     }
     CHORUS_RETURN_IF_ERROR(tcp->Connect(addresses, deadline));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -159,6 +160,16 @@ Status Barrier(StoreClient& store, const std::string& prefix, int rank, int size
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(round + "/arrived/" + std::to_string(r));
   return NeverArrived(what, MissingRanks(store, keys, done.status()), size, ElapsedMs(start), done.status());
+}
+
+std::map<std::string, HostShare> HostShares(const std::vector<PeerInfo>& peers) {
+  std::map<std::string, HostShare> hosts;
+  for (const PeerInfo& p : peers) {
+    HostShare& h = hosts[p.host_id];
+    ++h.ranks;
+    h.cores = std::max(h.cores, p.cores);
+  }
+  return hosts;
 }
 
 std::string PeerInfo::Serialize() const {

@@ -3,6 +3,7 @@
 // ranks that never arrived when their deadline passes.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,14 @@ struct PeerInfo {
   // This process: hostname, host_id, pid, interfaces (tcp_address left empty).
   static PeerInfo Local(int rank);
 };
+
+// Per host (host_id): how many ranks it runs and its cores (the most any of its ranks
+// reported; 0: not known).
+struct HostShare {
+  int ranks = 0;
+  int cores = 0;
+};
+std::map<std::string, HostShare> HostShares(const std::vector<PeerInfo>& peers);
 
 // "2, 3" / "2-5, 9": rank lists in messages.
 std::string FormatRankList(const std::vector<int>& ranks);

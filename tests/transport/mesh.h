@@ -16,7 +16,8 @@ namespace chorus::transport::testing {
 struct MeshOptions {
   std::string engine = "uring";  // "uring", "epoll" (TCP) or "rdma"
   int nsockets = 2;
-  int lanes = 1;  // TCP lanes (engines) per rank
+  int lanes = 1;                 // TCP lanes (engines) each rank asks for
+  std::vector<int> rank_lanes;   // or per rank, where not empty (the mesh has the fewest)
   int64_t stripe_min_bytes = 256 << 10;
   int64_t timeout_ms = 20000;
   uint64_t comm_id = 42;

@@ -89,26 +89,13 @@ TEST(TcpLanesTest, MessagesCutAcrossLanesArriveWhole) {
 
 // The mesh has the fewest lanes any rank asked for (each rank connects the same sockets).
 TEST(TcpLanesTest, RanksAgreeOnTheFewestLanesAsked) {
-  std::vector<std::unique_ptr<TcpTransport>> ts;
-  std::vector<PeerAddress> addrs;
-  const int wants[] = {4, 2, 3};
-  for (int r = 0; r < 3; ++r) {
-    TcpOptions opts;
-    opts.engine = "epoll";
-    auto t = TcpTransport::Listen(r, 3, 9, opts);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    addrs.push_back({t.value()->address(), "localhost", wants[r]});
-    ts.push_back(std::move(t.value()));
-  }
-  std::vector<Status> st(3);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { st[r] = ts[r]->Connect(addrs, Soon()); });
-  for (auto& th : threads) th.join();
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(st[r].ok()) << st[r].ToString();
-    EXPECT_EQ(ts[r]->lanes(), 2) << "rank " << r;
-  }
-  ExchangeEverySize(ts, false);
+  MeshOptions o;
+  o.engine = "epoll";
+  o.rank_lanes = {4, 2, 3};
+  auto t = MakeMesh(3, o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(t.value()[r]->lanes(), 2) << "rank " << r;
+  ExchangeEverySize(t.value(), false);
 }
 
 // An abort reaches the peer's waits on every lane: a cut message's Recv fails naming it.
@@ -134,7 +121,7 @@ TEST(TcpLanesTest, AutoLanesGiveEachRankALanePerCore) {
   EXPECT_EQ(AutoLanes(4, 3), 1);
   EXPECT_EQ(AutoLanes(16, 2), 8);  // the GPU machine, two ranks
   EXPECT_EQ(AutoLanes(16, 8), 2);
-  EXPECT_EQ(AutoLanes(128, 1), kAutoMaxLanes);
+  EXPECT_EQ(AutoLanes(128, 1), kMaxLanes);
   EXPECT_EQ(AutoLanes(0, 0), 1);  // unknown
 }
 

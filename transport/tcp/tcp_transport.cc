@@ -27,7 +27,7 @@ constexpr size_t kLanesFrom = 2 * kPartMin;
 }  // namespace
 
 int AutoLanes(int host_cores, int ranks_on_host) {
-  return std::clamp(std::max(1, host_cores) / std::max(1, ranks_on_host), 1, kAutoMaxLanes);
+  return std::clamp(std::max(1, host_cores) / std::max(1, ranks_on_host), 1, kMaxLanes);
 }
 
 TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_address) {

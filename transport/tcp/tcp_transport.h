@@ -58,9 +58,8 @@ struct PeerAddress {
 };
 
 // Lanes wanted with CHORUS_TCP_LANES unset: a lane per core of each rank of the host,
-// at most kAutoMaxLanes (2-rank all_reduce on host buffers, 16 cores, 256 MiB: 1.66
-// GB/s busbw with one lane, 2.04 with two, 4.41 with four, 5.26 with eight).
-constexpr int kAutoMaxLanes = 8;
+// at most kMaxLanes (2-rank all_reduce on host buffers, 16 cores, 256 MiB: 1.66 GB/s
+// busbw with one lane, 2.04 with two, 4.41 with four, 5.26 with eight).
 constexpr int kMaxLanes = 8;
 int AutoLanes(int host_cores, int ranks_on_host);
 
