@@ -50,6 +50,7 @@ start=$SECONDS
 fail=0
 # gloo and Open MPI for chorus_perf (carried by stage.sh), for its runs only.
 libs="$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. tools/gpu/common.sh
 # No RDMA on the GPU machine: keep the libraries from looking (and from printing about it).
 export CHORUS_TRANSPORT=tcp NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 
@@ -107,16 +108,14 @@ gtest() {
   echo "# $(uname -r); $(nproc) CPUs: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
   echo "# $(sysctl -n net.core.wmem_max net.core.rmem_max net.ipv4.tcp_wmem net.ipv4.tcp_rmem 2>/dev/null | tr '\n\t' ' ')"
 } | tee "$work/device.txt"
-nccl_lib=${CHORUS_PERF_NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
-[ -n "$nccl_lib" ] && [ -e "$nccl_lib" ] || nccl_lib=$(ldconfig -p 2>/dev/null | awk '/libnccl.so.2 /{print $NF; exit}')
+nccl_lib=$(find_nccl)
 echo "NCCL: ${nccl_lib:-not found}" | tee -a "$work/device.txt"
-export CHORUS_PERF_NCCL_LIB=${nccl_lib:-libnccl.so.2}
 
 # perf_run NAME BACKEND required|optional VAR=VALUE...: two ranks with torchrun's variables
 # ($sweep: chorus_perf's sizes and counts, if not the default; $perf_timeout: its --timeout;
 # $perf_host: host buffers instead of --device)
 perf_run() {
-  local name=$1 backend=$2 required=$3 port=$((29600 + RANDOM % 300)) r pids=() bad=0 limit dev=--device
+  local name=$1 backend=$2 required=$3 bad=0 limit dev=--device
   [ -n "${perf_host:-}" ] && dev=""
   shift 3
   limit=$(cap 90)
@@ -126,13 +125,8 @@ perf_run() {
     : >"$work/perf_$name.txt"
     return
   fi
-  for r in 0 1; do
-    env LD_LIBRARY_PATH="$libs" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "${@//@RANK@/$r}" timeout "$limit" "$bin/chorus/tools/perf/chorus_perf" --backend "$backend" $dev \
-      --timeout "${perf_timeout:-60}" all_reduce ${sweep:--b 64K -e 256M -f 4 -n 20 -w 5} ${perf_flags:-} >"$work/perf_$name.rank$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for r in 0 1; do wait "${pids[$r]}" || bad=1; done
+  local args="--backend $backend $dev --timeout ${perf_timeout:-60} all_reduce"
+  perf_ranks "$work/perf_$name" "$limit" "$args ${sweep:--b 64K -e 256M -f 4 -n 20 -w 5} ${perf_flags:-}" "$@" || bad=1
   reap "$name"
   cp "$work/perf_$name.rank0.log" "$work/perf_$name.txt"
   grep -v '^$' "$work/perf_$name.txt" | tail -n 12

@@ -12,22 +12,16 @@ mkdir -p "$out"
 exec > >(tee "$out/tcp_sweep.txt") 2>&1
 bin=.gpu_bin
 libs="$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. tools/gpu/common.sh
 export CHORUS_TRANSPORT=tcp NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
-nccl_lib=${CHORUS_PERF_NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
-export CHORUS_PERF_NCCL_LIB=${nccl_lib:-libnccl.so.2}
+find_nccl >/dev/null
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs; NCCL: $CHORUS_PERF_NCCL_LIB"
 
 # run NAME BACKEND "SWEEP" [--device] [ENV...]: two ranks, rank 0's rows.
 run() {
-  local name=$1 backend=$2 sweep=$3 dev=$4 port=$((29600 + RANDOM % 300)) r pids=()
+  local name=$1 backend=$2 sweep=$3 dev=$4
   shift 4
-  for r in 0 1; do
-    env LD_LIBRARY_PATH="$libs" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "${@//@RANK@/$r}" timeout 60 "$bin/chorus/tools/perf/chorus_perf" --backend "$backend" $dev --timeout 30 \
-      all_reduce $sweep >"$out/$name.rank$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for r in 0 1; do wait "${pids[$r]}" || echo "$name: rank $r failed (rc $?)"; done
+  perf_ranks "$out/$name" 60 "--backend $backend $dev --timeout 30 all_reduce $sweep" "$@" || echo "$name: a rank failed"
   echo "## $name: $(grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* lanes\?' "$out/$name.rank0.log")"
   awk '$1 ~ /^[0-9]+$/ && NF >= 13 {printf "%12d busbw %7s (in place %7s) #wrong %s %s\n", $1, $8, $12, $9, $13}' "$out/$name.rank0.log"
 }
