@@ -42,6 +42,7 @@ struct Offer {
   uint8_t mps = 0;     // this rank's GPU contexts are shared through MPS
   uint8_t always = 0;  // this rank set CHORUS_CUDA_IPC=always
   uint8_t split = 0;   // this rank set CHORUS_CUDA_IPC_ONE_GPU=split
+  uint8_t signals = 0;  // this rank stages stream-form calls with signal words
   ipc::DeviceUuid device{};
   ipc::ExportedBuffer send{}, recv{};
   ipc::ExportedEvent ready{}, mid{}, done{};
@@ -181,6 +182,7 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   o.pid = getpid();
   o.always = state.always ? 1 : 0;
   o.split = state.split_on_one_gpu ? 1 : 0;
+  o.signals = state.signal_words ? 1 : 0;
   if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
     o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
   }
@@ -384,6 +386,7 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
   CHORUS_RETURN_IF_ERROR(end.status());
   outcome.ran = true;
   outcome.time_sliced = TimeSliced(offers);
+  outcome.every_rank_signals = std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.signals != 0; });
   return outcome;
 }
 

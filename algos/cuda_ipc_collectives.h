@@ -55,6 +55,9 @@ struct CudaIpcState {
   bool always = false;            // CHORUS_CUDA_IPC=always on this rank: never report time slicing
   bool split_on_one_gpu = false;  // CHORUS_CUDA_IPC_ONE_GPU=split: all_reduce split even on one GPU
   bool mps = false;               // this device's contexts are shared through MPS (asked once)
+  // This rank stages stream-form calls with signal words (CHORUS_STAGING_SYNC=signals,
+  // where the driver has them): no kernel of its spins on the GPU while it waits.
+  bool signal_words = false;
 };
 
 // How a call went: run (enqueued), or declined by some rank (nothing was enqueued
@@ -70,6 +73,8 @@ struct IpcOutcome {
   // Where it ran: ranks found sharing a GPU without MPS ("ranks 0 and 1 share GPU-...
   // without MPS"; empty: none), the same text on every rank (from the offers).
   std::string time_sliced;
+  // Where it ran: every rank stages stream-form calls with signal words (from the offers).
+  bool every_rank_signals = false;
 };
 
 // Runs `call` on `stream` (a cudaStream_t; null: the legacy default stream).

@@ -107,6 +107,10 @@ Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, con
   } else if (!where.gpu_time_sliced.empty() && !where.stream_form && bytes <= kTimeSlicedStagedMaxBytes) {
     why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
               std::to_string(kTimeSlicedStagedMaxBytes >> 20) + " MiB (host form)";
+  } else if (!where.gpu_time_sliced.empty() && where.stream_form && where.every_rank_signals &&
+             bytes <= kTimeSlicedStreamStagedMaxBytes) {
+    why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
+              std::to_string(kTimeSlicedStreamStagedMaxBytes >> 10) + " KiB (stream form, signal words on every rank)";
   } else {
     return {Algorithm::kCudaIpc, "device buffers, all " + std::to_string(world_size) +
                                      " ranks on this host: CUDA IPC (each rank reads its peers' buffers directly)"};

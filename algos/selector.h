@@ -50,6 +50,9 @@ struct DevicePlacement {
   std::string gpu_time_sliced;
   // The call is the stream form (enqueued on a CUDA stream), not the host form.
   bool stream_form = false;
+  // Every rank stages stream-form calls with signal words (no kernel spins on the GPU
+  // while a staged call waits), learnt with gpu_time_sliced.
+  bool every_rank_signals = false;
 };
 
 // Up to this many bytes a host-form call of ranks that share a GPU without MPS is
@@ -57,10 +60,16 @@ struct DevicePlacement {
 // IPC call waits for its peers' streams across those turns (2 ranks on an H100,
 // 2026-11-25: about 0.7 ms per all_reduce up to 1 MiB through CUDA IPC, 0.07-0.56 ms
 // staged over TCP; from 4 MiB CUDA IPC was faster; under MPS CUDA IPC took 0.1 ms up to
-// 1 MiB). Not the stream form: there a staged call holds the caller's stream behind a
-// gate kernel that spins on the GPU, which takes whole turns from the peer's copies
-// (about 3 ms a staged all_reduce of 8 bytes, same H100, against 0.46 ms through CUDA IPC).
+// 1 MiB).
 constexpr size_t kTimeSlicedStagedMaxBytes = 1 << 20;
+// The same for the stream form, where every rank stages it with signal words: 2 ranks
+// on an H200 without MPS, all_reduce in stream order (2026-11-25, one run): about
+// 0.29 ms a call through CUDA IPC at every size up to 1 MiB; staged, 0.08 ms at 64 KiB,
+// 0.22 ms at 256 KiB (one TCP lane), 0.49 ms at 1 MiB. Behind the gate kernel
+// (CHORUS_STAGING_SYNC=gate) the stream form stays on CUDA IPC at every size: the
+// gate's spin takes whole turns from the peer's copies (3 ms a staged 8-byte
+// all_reduce on an H100, against 0.46 ms through CUDA IPC).
+constexpr size_t kTimeSlicedStreamStagedMaxBytes = 256 << 10;
 
 class Selector {
  public:

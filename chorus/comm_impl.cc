@@ -9,6 +9,7 @@
 #include "chorus/log.h"
 #include "chorus/transport_setup.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/signal_words.h"
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
@@ -349,8 +350,9 @@ Work CommunicatorImpl::EnqueueOn(void* stream, const DeviceIo& io, const std::st
 std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io,
                                                  std::optional<void*> caller_stream) {
   std::lock_guard<std::mutex> lock(ipc_mu_);
-  const algos::DevicePlacement where{local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_,
-                                     caller_stream.has_value()};
+  const algos::DevicePlacement where{
+      local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_, caller_stream.has_value(),
+      time_sliced_signals_};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);
@@ -374,6 +376,8 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     per_device->state.always = config_.cuda_ipc == "always";
     per_device->state.split_on_one_gpu = config_.cuda_ipc_one_gpu == "split";
     per_device->state.mps = kernels::cuda::MpsEnabled();
+    per_device->state.signal_words =
+        config_.staging_sync == "signals" && kernels::cuda::SignalWords::DriverHasThem();
   }
   void* stream = caller_stream.value_or(nullptr);
   if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow
@@ -406,8 +410,14 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   device_calls_ipc_.fetch_add(1);
   if (gpu_time_sliced_.empty() && !out.value().time_sliced.empty()) {
     gpu_time_sliced_ = out.value().time_sliced;
+    time_sliced_signals_ = out.value().every_rank_signals;
     CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": host-form calls up to "
-                        << (algos::kTimeSlicedStagedMaxBytes >> 20) << " MiB are staged from now on (MPS avoids that)");
+                        << (algos::kTimeSlicedStagedMaxBytes >> 20) << " MiB"
+                        << (time_sliced_signals_ ? ", stream-form ones up to " +
+                                                       std::to_string(algos::kTimeSlicedStreamStagedMaxBytes >> 10) +
+                                                       " KiB,"
+                                                 : "")
+                        << " are staged from now on (MPS avoids that)");
   }
   return WorkUntilMark(out.value().end, config_.timeout_ms, what);
 }

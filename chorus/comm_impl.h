@@ -122,6 +122,7 @@ class CommunicatorImpl {
   std::string ipc_declined_;    // why the ranks found CUDA IPC impossible for good (same on every rank)
   std::string ipc_turned_off_;  // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
   std::string gpu_time_sliced_;  // ranks sharing a GPU without MPS, from the first call through CUDA IPC
+  bool time_sliced_signals_ = false;  // ... and every rank stages stream-form calls with signal words
   std::atomic<uint64_t> device_calls_ipc_{0};  // the staged ones: DeviceCalls::staged()
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;

@@ -37,8 +37,8 @@ struct Config {
   // PING, fails the communicator naming it (CHORUS_IB_PEER_TIMEOUT, seconds).
   int64_t ib_peer_timeout_ms = 10 * 1000;
   // CUDA-stream calls on device buffers when every rank is on this host (CHORUS_CUDA_IPC):
-  // "auto" (through CUDA IPC where every rank can map its peers' memory, except host-form
-  // calls up to 1 MiB of ranks that share a GPU without MPS: those are staged, see
+  // "auto" (through CUDA IPC where every rank can map its peers' memory, except small
+  // calls of ranks that share a GPU without MPS: those are staged, see
   // algos::kTimeSlicedStagedMaxBytes), "always" (through CUDA IPC at every size) or
   // "off" (staged through host memory and the transport, like ranks on different hosts).
   std::string cuda_ipc = "auto";

@@ -32,9 +32,11 @@ Status DriverError(const std::string& what, CUresult r) {
 
 }  // namespace
 
+bool SignalWords::DriverHasThem() { return Ops().write != nullptr && Ops().wait != nullptr; }
+
 Result<SignalWords> SignalWords::Create(size_t count) {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
-  if (Ops().write == nullptr || Ops().wait == nullptr) {
+  if (!DriverHasThem()) {
     return Unavailable("the driver has no cuStreamWriteValue32/cuStreamWaitValue32 (stream memory operations)");
   }
   SignalWords s;

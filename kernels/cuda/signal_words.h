@@ -20,6 +20,9 @@ class SignalWords {
   // `count` words, all 0, on the current device; kUnavailable (saying why) where the
   // driver has no stream memory operations or the first write through one fails.
   static Result<SignalWords> Create(size_t count);
+  // Whether the driver has the stream memory operations (cuStreamWriteValue32,
+  // cuStreamWaitValue32) that Create needs; no CUDA call, false without a driver.
+  static bool DriverHasThem();
   ~SignalWords();
   SignalWords(SignalWords&& o) noexcept
       : words_(std::exchange(o.words_, nullptr)),

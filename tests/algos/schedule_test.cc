@@ -133,10 +133,25 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   EXPECT_NE(c.algorithm, Algorithm::kCudaIpc) << c.reason;
   c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStagedMaxBytes + 1, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
-  // The stream form goes through CUDA IPC at every size there (a staged call's gate
-  // spins on the GPU, taking the peer's turns).
+  // The stream form: staged up to 256 KiB where every rank stages it with signal words;
+  // behind the gate (whose kernel spins, taking the peer's turns) CUDA IPC at every size.
   sliced.stream_form = true;
+  sliced.every_rank_signals = true;
+  c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStreamStagedMaxBytes, 2, sliced);
+  EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
+  EXPECT_NE(c.reason.find("staging up to 256 KiB (stream form, signal words on every rank)"), std::string::npos)
+      << c.reason;
+  c = s.ChooseForDevice(Collective::kBroadcast, 8, 2, sliced);
+  EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
+  c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStreamStagedMaxBytes + 1, 2, sliced);
+  EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  sliced.every_rank_signals = false;
   c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, sliced);
+  EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  // Signal words without time slicing change nothing.
+  DevicePlacement signals_only = local;
+  signals_only.stream_form = signals_only.every_rank_signals = true;
+  c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, signals_only);
   EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
 
   c = s.ChooseForDevice(Collective::kAllReduce, 8, 1, local);

@@ -10,12 +10,14 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/signal_words.h"
 #include "kernels/cuda/stream_ops.h"
 #include "tests/chorus/api_case.h"
 #include "tests/chorus/first_launch.h"
@@ -241,55 +243,69 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamCudaIpcTwoAndThreeRanks) {
   ExpectAllOk(RunRanks(3, [&](int r) { return ChainedAllReduces(o3, r, 3); }, {120, {}}));
 }
 
-// With CHORUS_CUDA_IPC=auto, ranks that share one GPU without MPS stage their calls up
-// to 1 MiB once a call through CUDA IPC showed it (their processes take turns on the
-// GPU); larger calls keep CUDA IPC. Under MPS every call goes through CUDA IPC.
+// With CHORUS_CUDA_IPC=auto, ranks that share one GPU without MPS stage their host-form
+// calls up to 1 MiB once a call through CUDA IPC showed it (their processes take turns
+// on the GPU), and their stream-form calls up to 256 KiB where every rank stages those
+// with signal words; larger calls keep CUDA IPC. Under MPS every call goes through CUDA IPC.
+int SmallCallsOnASharedGpu(const Options& o, int rank) {
+  auto comm = Communicator::Create(o);
+  RANK_OK(comm.status());
+  const size_t small = 1000, medium = (512u << 10) / 4, large = (2u << 20) / 4;  // floats: 4000 B, 512 KiB, 2 MiB
+  auto in = cu::DeviceBuffer::Allocate(large * 4), out = cu::DeviceBuffer::Allocate(large * 4);
+  RANK_OK(in.status());
+  RANK_OK(out.status());
+  std::vector<float> host(large, static_cast<float>(rank + 1));
+  RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), large * 4));
+  Result<cu::Stream> stream = cu::Stream::Create();
+  RANK_OK(stream.status());
+  const bool mps = cu::MpsEnabled();
+  const bool signals = o.config->staging_sync == "signals" && cu::SignalWords::DriverHasThem();
+  // (count, stream form, staged when time-sliced)
+  const std::vector<std::tuple<size_t, bool, bool>> calls = {
+      {small, false, false},  // the first goes through CUDA IPC: it finds the time slicing
+      {small, false, true},   {large, false, false}, {small, false, true}, {small, true, signals},
+      {medium, true, false}};
+  uint64_t want_ipc = 0, want_staged = 0;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const auto [count, stream_form, staged] = calls[k];
+    RANK_OK(cu::Memset(out.value().get(), 0, count * 4));
+    if (stream_form) {
+      RANK_OK((*comm)
+                  ->AllReduce(in.value().get(), out.value().get(), count, DataType::kFloat32, ReduceOp::kSum,
+                              CudaStream{stream.value().get()})
+                  .Wait());
+    } else {
+      RANK_OK((*comm)->AllReduce(in.value().get(), out.value().get(), count, DataType::kFloat32, ReduceOp::kSum));
+    }
+    std::vector<float> got(count);
+    RANK_OK(cu::CopyToHost(got.data(), out.value().get(), count * 4));
+    for (size_t i = 0; i < count; ++i) {
+      RANK_CHECK(got[i] == 3.0f, "call " + std::to_string(k + 1) + " element " + std::to_string(i));
+    }
+    (staged && !mps ? want_staged : want_ipc) += 1;
+    const TrafficCounters c = (*comm)->Counters();
+    RANK_CHECK(c.device_calls_ipc == want_ipc && c.device_calls_staged == want_staged,
+               "after call " + std::to_string(k + 1) + " (MPS " + std::to_string(mps) + ", " +
+                   o.config->staging_sync + "): ipc " + std::to_string(c.device_calls_ipc) + ", staged " +
+                   std::to_string(c.device_calls_staged) + "; want ipc " + std::to_string(want_ipc) + ", staged " +
+                   std::to_string(want_staged));
+  }
+  RANK_OK((*comm)->Shutdown());
+  return 0;
+}
+
 TEST(DeviceApiTest, SmallCallsOfRanksSharingAGpuWithoutMpsAreStaged) {
   SKIP_WITHOUT_GPU();
-  const Options o = TestOptions("auto");
-  ExpectAllOk(RunRanks(2, [&](int rank) {
-    auto comm = Communicator::Create(o);
-    RANK_OK(comm.status());
-    const size_t small = 1000, large = (2u << 20) / 4;  // floats: 4000 bytes, 2 MiB
-    auto in = cu::DeviceBuffer::Allocate(large * 4), out = cu::DeviceBuffer::Allocate(large * 4);
-    RANK_OK(in.status());
-    RANK_OK(out.status());
-    std::vector<float> host(large, static_cast<float>(rank + 1));
-    RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), large * 4));
-    const bool mps = cu::MpsEnabled();
-    std::vector<std::pair<uint64_t, uint64_t>> paths;  // (ipc, staged) after each call
-    for (size_t count : {small, small, large, small}) {
-      RANK_OK((*comm)->AllReduce(in.value().get(), out.value().get(), count, DataType::kFloat32, ReduceOp::kSum));
-      std::vector<float> got(count);
-      RANK_OK(cu::CopyToHost(got.data(), out.value().get(), count * 4));
-      for (size_t i = 0; i < count; ++i) RANK_CHECK(got[i] == 3.0f, "element " + std::to_string(i));
-      const TrafficCounters c = (*comm)->Counters();
-      paths.emplace_back(c.device_calls_ipc, c.device_calls_staged);
-    }
-    const std::vector<std::pair<uint64_t, uint64_t>> want =
-        mps ? std::vector<std::pair<uint64_t, uint64_t>>{{1, 0}, {2, 0}, {3, 0}, {4, 0}}
-            : std::vector<std::pair<uint64_t, uint64_t>>{{1, 0}, {1, 1}, {2, 1}, {2, 2}};
-    for (size_t k = 0; k < want.size(); ++k) {
-      RANK_CHECK(paths[k] == want[k], "after call " + std::to_string(k + 1) + " (MPS " + std::to_string(mps) +
-                                          "): ipc " + std::to_string(paths[k].first) + ", staged " +
-                                          std::to_string(paths[k].second) + "; want ipc " +
-                                          std::to_string(want[k].first) + ", staged " + std::to_string(want[k].second));
-    }
-    // The stream form of a small call goes through CUDA IPC all the same (the selector
-    // says why: a staged call's gate would spin on the GPU the ranks take turns on).
-    Result<cu::Stream> stream = cu::Stream::Create();
-    RANK_OK(stream.status());
-    RANK_OK((*comm)
-                ->AllReduce(in.value().get(), out.value().get(), small, DataType::kFloat32, ReduceOp::kSum,
-                            CudaStream{stream.value().get()})
-                .Wait());
-    const TrafficCounters c = (*comm)->Counters();
-    RANK_CHECK(c.device_calls_ipc == want.back().first + 1 && c.device_calls_staged == want.back().second,
-               "stream-form call: ipc " + std::to_string(c.device_calls_ipc) + ", staged " +
-                   std::to_string(c.device_calls_staged));
-    RANK_OK((*comm)->Shutdown());
-    return 0;
-  }));
+  const Options o = TestOptions("auto");  // signal words, the default
+  ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
+}
+
+// Behind the gate the stream form stays on CUDA IPC at every size (the gate's kernel
+// would spin through the peer's turns).
+TEST(DeviceApiTest, SmallStreamCallsBehindTheGateKeepCudaIpcOnASharedGpu) {
+  SKIP_WITHOUT_GPU();
+  const Options o = WithSync(TestOptions("auto"), "gate");
+  ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
 }
 
 // These ranks share one GPU, so all_reduce through CUDA IPC runs led by rank 0 above;
