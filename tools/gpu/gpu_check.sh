@@ -9,7 +9,10 @@
 #   1. the GPU tests: kernels vs the CPU, every collective on device buffers (CUDA IPC
 #      and staged over TCP, 2 and 3 ranks on the one GPU), stream order, misuse; the
 #      device backends of chorus_perf
-#   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked)
+#   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked), and
+#      timeslice_probe: what handing the GPU between two processes costs a round, by
+#      interprocess events (what CUDA IPC calls use) against stream memory operations
+#      on shared host words (a diagnostic, not counted; again under MPS in step 3)
 #   3. chorus_perf all_reduce on device buffers, two ranks on the one GPU, side by side:
 #        chorus_ipc   chorus through CUDA IPC at every size (CHORUS_CUDA_IPC=always), its
 #                     all_reduce on one GPU led by rank 0 (the default)
@@ -181,10 +184,21 @@ gtest cuda_reduce_test 90
 gtest device_api_test 240
 gtest device_backends_test 150 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
 
-echo "== 2. kernel benchmark ($(left) s left; other processes on the GPU: $(gpu_apps))"
+echo "== 2. kernel benchmark, timeslice_probe ($(left) s left; other processes on the GPU: $(gpu_apps))"
 timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }
 cat "$work/kernel_bench.txt" | tee -a "$tables"
 awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
+# probe NAME: timeslice_probe around a 64 KiB and a 256 MiB copy kernel (a diagnostic:
+# its failure is reported, not counted).
+probe() {
+  local b
+  for b in 65536 268435456; do
+    if [ "$(left)" -lt 60 ]; then echo "timeslice_probe ($1, $b B): skipped, no time left"; continue; fi
+    timeout 40 "$bin/timeslice_probe" --bytes "$b" --rounds 200 || echo "timeslice_probe ($1, $b B): failed or timed out"
+    reap timeslice_probe
+  done 2>&1 | tee "$work/probe_$1.txt" | tee -a "$tables"
+}
+probe no_mps
 
 echo "== 3. chorus_perf all_reduce, device buffers, 2 ranks on one GPU ($(left) s left; other processes on the GPU: $(gpu_apps))"
 # The bars' runs first (the staged path beside NCCL, then CUDA IPC), the rest after.
@@ -210,6 +224,7 @@ else
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if timeout 20 "$mps" -d; then
     sleep 1
+    probe mps
     mps_sweep="-b 64K -e 256M -f 16 -n 20 -w 5"
     sweep=$mps_sweep perf_run chorus_ipc_mps chorus optional CHORUS_CUDA_IPC=always
     sweep=$mps_sweep perf_run chorus_ipc_split_mps chorus optional CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split

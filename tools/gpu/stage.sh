@@ -6,12 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=(//tests/kernels:cuda_reduce_test //tests/chorus:device_api_test //kernels/cuda:cuda_reduce_bench
-  //tools/perf:chorus_perf //tests/perf:device_backends_test)
+  //tools/perf:chorus_perf //tests/perf:device_backends_test //tools/gpu:timeslice_probe)
 bazel build -c opt "${targets[@]}" >/dev/null 2>&1 || { echo "stage.sh: bazel build -c opt ${targets[*]} failed" >&2; exit 1; }
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 rm -rf .gpu_bin && mkdir -p .gpu_bin
 cp "$bin/tests/kernels/cuda_reduce_test" "$bin/tests/chorus/device_api_test" "$bin/kernels/cuda/cuda_reduce_bench" \
-  "$bin/tests/perf/device_backends_test" .gpu_bin/
+  "$bin/tests/perf/device_backends_test" "$bin/tools/gpu/timeslice_probe" .gpu_bin/
 # Where device_backends_test looks for chorus_perf (TEST_SRCDIR=.gpu_bin).
 mkdir -p .gpu_bin/chorus/tools/perf .gpu_bin/lib
 cp "$bin/tools/perf/chorus_perf" .gpu_bin/chorus/tools/perf/
