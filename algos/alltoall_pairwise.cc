@@ -9,8 +9,15 @@
 // of its block (both on the tag of that peer's messages to us: grant first), grants
 // every peer, and sends each block as its grant arrives, in step order.
 //
+// In place (send == recv) the block for peer p and the block from p are the same bytes:
+// the block from p lands in scratch and is copied into place once ours to p has gone
+// (our own block stays where it is). That copies (n-1)/n of the buffer where copying
+// it all aside first copied (n+1)/n (2 ranks, 16 MiB on loopback: 4.1-4.2 ms a call
+// against Open MPI's 2.4-3.3). A send buffer that overlaps recv otherwise is copied
+// aside whole.
+//
 // On streamed device stand-ins (ctx.staging) a block is waited for before it is sent
-// (in place: the whole input, before it is copied aside), and each block of the
+// (a send buffer copied aside: the whole input, before the copy), and each block of the
 // result is reported final once it is in place.
 #include <memory>
 #include <utility>
@@ -31,21 +38,25 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
   const size_t total = bytes * static_cast<size_t>(n);
   // Streamed: the input comes to the host in the order this rank sends it, ours last.
   InputOrder(ctx, [&] { return InputReadOrder(Collective::kAllToAll, Algorithm::kPairwise, r, n, count, dtype); });
-  // In place (recv overlapping send), blocks would be overwritten before they are
-  // sent: work from a copy of the send buffer.
-  BufferCache::Buffer copy;
+  BufferCache::Buffer copy, landing;
   const char* src = static_cast<const char*>(send);
   char* dst = static_cast<char*>(recv);
-  if (total > 0 && src < dst + total && dst < src + total && n > 1) {
+  const bool in_place = src == dst && total > 0 && n > 1;
+  if (in_place) {
+    landing = ctx.Scratch(total - bytes);  // the peers' blocks, in step order
+  } else if (total > 0 && src < dst + total && dst < src + total && n > 1) {
+    // Partly overlapping: blocks would be overwritten before they are sent.
     CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, total));
     copy = ctx.Scratch(total);
     std::memcpy(copy.data(), src, total);
     src = copy.data();
   }
+  // Where the block from rank `from` (step s) lands first.
+  auto land = [&](int s, int from) { return in_place ? landing.data() + (s - 1) * bytes : dst + from * bytes; };
 
   const bool granted = bytes >= kGrantAtBytes;
   return AbortOnError(ctx, [&]() -> Status {
-    std::vector<transport::RequestPtr> in(static_cast<size_t>(n));
+    std::vector<transport::RequestPtr> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
     std::vector<std::unique_ptr<GrantsFrom>> grant_from(static_cast<size_t>(n));
     PendingSends sends(ctx);
     // Step s: block `to` goes to rank `to`; block `from` comes from rank `from`.
@@ -55,7 +66,7 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
         grant_from[from] = std::make_unique<GrantsFrom>(ctx, from, static_cast<uint32_t>(s - 1), 0);
         grant_from[from]->PostNext();
       }
-      in[from] = PostRecv(ctx, from, static_cast<uint32_t>(s - 1), dst + from * bytes, bytes);
+      in[from] = PostRecv(ctx, from, static_cast<uint32_t>(s - 1), land(s, from), bytes);
     }
     for (int s = 1; s < n; ++s) {
       const int to = (r + s) % n;
@@ -63,7 +74,7 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
         Grant(ctx, sends, to, static_cast<uint32_t>(s - 1));  // on the tag of our messages to `to`
       } else {
         CHORUS_RETURN_IF_ERROR(InputReady(ctx, to * bytes, bytes));
-        sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
+        out[to] = sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
       }
     }
     if (granted) {
@@ -71,15 +82,21 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
         const int to = (r + s) % n;
         CHORUS_RETURN_IF_ERROR(grant_from[to]->Await(0));
         CHORUS_RETURN_IF_ERROR(InputReady(ctx, to * bytes, bytes));
-        sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
+        out[to] = sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
       }
     }
     CHORUS_RETURN_IF_ERROR(InputReady(ctx, r * bytes, bytes));
-    CopyMovingBytes(ctx, dst + r * bytes, src + r * bytes, bytes);
+    if (!in_place) CopyMovingBytes(ctx, dst + r * bytes, src + r * bytes, bytes);
     OutputFinal(ctx, r * bytes, bytes);
     for (int s = 1; s < n; ++s) {
       const int from = Mod(r - s, n);
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *in[from], from));
+      if (in_place) {
+        // Every send is posted and every peer has posted its receives: ours to `from`
+        // completes; then its bytes may take the block that came from `from`.
+        CHORUS_RETURN_IF_ERROR(Wait(ctx, *out[from], from));
+        CopyMovingBytes(ctx, dst + from * bytes, land(s, from), bytes);
+      }
       OutputFinal(ctx, from * bytes, bytes);
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
