@@ -12,7 +12,8 @@
 #   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked), and
 #      timeslice_probe: what handing the GPU between two processes costs a round, by
 #      interprocess events (what CUDA IPC calls use) against stream memory operations
-#      on shared host words (a diagnostic, not counted; again under MPS in step 3)
+#      on words in shared host memory or in device memory mapped through CUDA IPC (a
+#      diagnostic, not counted; again under MPS in step 3)
 #   3. chorus_perf all_reduce on device buffers, two ranks on the one GPU, side by side:
 #        chorus_ipc   chorus through CUDA IPC at every size (CHORUS_CUDA_IPC=always), its
 #                     all_reduce on one GPU led by rank 0 (the default)

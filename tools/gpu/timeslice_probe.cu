@@ -10,6 +10,8 @@
 //   words   32-bit words in host memory both processes map (shared, cudaHostRegister'd),
 //           written and waited for by the streams themselves (cuStreamWriteValue32,
 //           cuStreamWaitValue32 >=): no host message, no event;
+//   dwords  the same words in rank 0's device memory, which rank 1 maps through CUDA
+//           IPC (cudaIpcGetMemHandle): no shared host memory to manage;
 //   alone   rank 0's copies with no peer at all (the floor).
 // Prints "probe <mechanism> <us per round>" for each, and exits 0 if every round ran.
 // usage: timeslice_probe [--rounds N] [--bytes B]   (two processes, forked here; at most 60 s)
@@ -138,11 +140,12 @@ double Events(Rank& r, const Options& o, int rounds) {
   return t;
 }
 
-double Words(Rank& r, const Options& o, int rounds, uint32_t base) {
+// Rounds ordered by two words at `words` (READY, DONE), values base+1 .. base+rounds.
+double Words(Rank& r, const Options& o, CUdeviceptr words, int rounds, uint32_t base) {
   Barrier(r.fd);
   const double t0 = Seconds();
   const CUstream s = static_cast<CUstream>(r.stream);
-  const CUdeviceptr ready = r.device_words, done = r.device_words + sizeof(uint32_t);
+  const CUdeviceptr ready = words, done = words + sizeof(uint32_t);
   for (int k = 1; k <= rounds; ++k) {
     const uint32_t v = base + static_cast<uint32_t>(k);
     if (r.rank == 1) {
@@ -158,6 +161,30 @@ double Words(Rank& r, const Options& o, int rounds, uint32_t base) {
   const double t = Seconds() - t0;
   Barrier(r.fd);
   return t;
+}
+
+// Two words in rank 0's device memory, zeroed, as both ranks' streams address them
+// (rank 1 through CUDA IPC). Kept until the process ends.
+CUdeviceptr DeviceWords(const Rank& r) {
+  void* p = nullptr;
+  cudaIpcMemHandle_t handle;
+  if (r.rank == 0) {
+    Check(cudaMalloc(&p, 2 * sizeof(uint32_t)), "cudaMalloc of the device words");
+    Check(cudaMemset(p, 0, 2 * sizeof(uint32_t)), "cudaMemset of the device words");
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    Check(cudaIpcGetMemHandle(&handle, p), "cudaIpcGetMemHandle");
+    if (write(r.fd, &handle, sizeof(handle)) != sizeof(handle)) {
+      std::fprintf(stderr, "timeslice_probe: sending the words' handle failed\n");
+      std::exit(2);
+    }
+  } else {
+    if (read(r.fd, &handle, sizeof(handle)) != sizeof(handle)) {
+      std::fprintf(stderr, "timeslice_probe: receiving the words' handle failed\n");
+      std::exit(2);
+    }
+    Check(cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+  }
+  return reinterpret_cast<CUdeviceptr>(p);
 }
 
 double Alone(Rank& r, const Options& o, int rounds) {
@@ -201,8 +228,11 @@ int RunRank(int rank, int fd, void* shared, const Options& o) {
   if (r.write_value == nullptr || r.wait_value == nullptr) {
     if (rank == 0) std::printf("probe words   skipped: the driver has no stream memory operations\n");
   } else {
-    Words(r, o, warm, 0);
-    report("words", Words(r, o, o.rounds, warm), o.rounds);
+    Words(r, o, r.device_words, warm, 0);
+    report("words", Words(r, o, r.device_words, o.rounds, warm), o.rounds);
+    const CUdeviceptr dwords = DeviceWords(r);
+    Words(r, o, dwords, warm, 0);
+    report("dwords", Words(r, o, dwords, o.rounds, warm), o.rounds);
   }
   Alone(r, o, warm);
   report("alone", Alone(r, o, o.rounds), o.rounds);
