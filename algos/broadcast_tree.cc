@@ -1,6 +1,9 @@
-// Broadcast down a binomial tree (binomial_tree.h), pipelined in chunks: each rank
-// receives chunk c from its parent straight into the user buffer, then forwards it
-// to its children while chunks c+1.. are already arriving. Chunk c travels with tag
+// Broadcast down a tree (binomial_tree.h: the binomial tree, or the chain), pipelined in
+// chunks: each rank receives chunk c from its parent straight into the user buffer,
+// then forwards it to its children while chunks c+1.. are already arriving. Of C chunks
+// on n ranks, the chain delivers the last after about (n - 2) + C chunk times; the
+// binomial tree's root sends each chunk to its ceil(log2 n) children in turn, about
+// ceil(log2 n) * C (the selector weighs the two). Chunk c travels with tag
 // step c (FIFO per (peer, tag) keeps them apart when more than 2^16 chunks wrap).
 // Every receive is posted up front: they land in the user buffer (no memory), and a
 // parent sends each chunk on as soon as it has it, so with only a few posted most
@@ -31,9 +34,9 @@ namespace {
 // Chunks a parent sends a child before the child's grant (chunks below kGrantAtBytes).
 constexpr size_t kUnasked = 2;
 
-}  // namespace
-
-Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning) {
+// The broadcast over `links` (this rank's parent and children in the tree chosen).
+Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning,
+                     TreeLinks (*links)(int rank, int root, int n)) {
   const int n = ctx.size();
   if (root < 0 || root >= n) {
     return InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of size " +
@@ -45,7 +48,7 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
     OutputFinal(ctx, 0, count * es);
     return Status::Ok();
   }
-  const TreeLinks tree = BinomialTree(ctx.rank(), root, n);
+  const TreeLinks tree = links(ctx.rank(), root, n);
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
   const Span all{0, count};
   const size_t nchunks = NumChunks(count, chunk_elems);
@@ -82,6 +85,16 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
     }
     return sends.WaitAll();
   });
+}
+
+}  // namespace
+
+Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning) {
+  return BroadcastDown(ctx, buf, count, dtype, root, tuning, BinomialTree);
+}
+
+Status BroadcastChain(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning) {
+  return BroadcastDown(ctx, buf, count, dtype, root, tuning, ChainLinks);
 }
 
 }  // namespace chorus::algos

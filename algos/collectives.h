@@ -36,6 +36,8 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
                                   ReduceOp op);
 // broadcast: binomial tree from root, pipelined in chunks.
 Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
+// broadcast: chain root -> root+1 -> ..., pipelined in chunks (large messages).
+Status BroadcastChain(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
 // reduce: binomial tree towards root, pipelined in chunks; recv is used on root only.
 Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                   int root, const Tuning& tuning);

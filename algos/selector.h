@@ -16,6 +16,7 @@ enum class Algorithm {
   kRing,               // all_reduce, all_gather, reduce_scatter
   kRecursiveDoubling,  // all_reduce
   kTree,               // broadcast, reduce (binomial, pipelined)
+  kChain,              // broadcast (a chain from the root, pipelined): large messages
   kLinear,             // gather, scatter
   kPairwise,           // all_to_all
   kDissemination,      // barrier
@@ -38,6 +39,9 @@ struct SelectorConfig {
   std::string forced;  // CHORUS_ALGO: "", "ring", "recursive_doubling" (or "rd"), "tree", ...
   // all_reduce: recursive doubling up to this many bytes, ring above (CHORUS_RD_MAX_BYTES).
   size_t allreduce_rd_max_bytes = 64 << 10;
+  // The algorithms' pipelining chunk (CHORUS_CHUNK_BYTES): broadcast weighs the chain
+  // against the binomial tree in chunks.
+  size_t chunk_bytes = 512 << 10;
 };
 
 // What the choice for a call on device buffers depends on besides the size.
@@ -81,6 +85,8 @@ class Selector {
   Choice ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const;
 
  private:
+  // The broadcast's size rule (`note`: why a forced algorithm does not apply).
+  Choice ChooseBroadcast(size_t bytes, int world_size, const std::string& note) const;
   explicit Selector(SelectorConfig config, bool has_forced, Algorithm forced)
       : config_(std::move(config)), has_forced_(has_forced), forced_(forced) {}
   SelectorConfig config_;

@@ -99,7 +99,11 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
         return algos::AllReduceRecursiveDoubling(ctx, c.send, c.recv, c.count, c.dtype, c.op);
       }
       return algos::AllReduceRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
-    case Collective::kBroadcast: return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
+    case Collective::kBroadcast:
+      if (algorithm == algos::Algorithm::kChain) {
+        return algos::BroadcastChain(ctx, c.recv, c.count, c.dtype, c.root, tuning);
+      }
+      return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
     case Collective::kReduce: return algos::ReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
     case Collective::kAllGather: return algos::AllGatherRing(ctx, c.send, c.recv, c.count, c.dtype, tuning);
     case Collective::kReduceScatter:

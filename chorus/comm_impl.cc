@@ -93,6 +93,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   algos::SelectorConfig sc;
   sc.forced = config_.algo;
   sc.allreduce_rd_max_bytes = static_cast<size_t>(config_.allreduce_rd_max_bytes);
+  sc.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
   Result<algos::Selector> selector = algos::Selector::Create(sc);
   if (!selector.ok()) return selector.status();
   selector_ = std::make_unique<algos::Selector>(selector.value());

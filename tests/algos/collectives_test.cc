@@ -44,6 +44,7 @@ enum class Algo {
   kAllReduceRing,
   kAllReduceRd,
   kBroadcast,
+  kBroadcastChain,
   kReduce,
   kAllGather,
   kReduceScatter,
@@ -57,6 +58,7 @@ const char* AlgoName(Algo a) {
     case Algo::kAllReduceRing: return "all_reduce_ring";
     case Algo::kAllReduceRd: return "all_reduce_recursive_doubling";
     case Algo::kBroadcast: return "broadcast_tree";
+    case Algo::kBroadcastChain: return "broadcast_chain";
     case Algo::kReduce: return "reduce_tree";
     case Algo::kAllGather: return "all_gather_ring";
     case Algo::kReduceScatter: return "reduce_scatter_ring";
@@ -71,7 +73,8 @@ Collective CollectiveOf(Algo a) {
   switch (a) {
     case Algo::kAllReduceRing:
     case Algo::kAllReduceRd: return Collective::kAllReduce;
-    case Algo::kBroadcast: return Collective::kBroadcast;
+    case Algo::kBroadcast:
+    case Algo::kBroadcastChain: return Collective::kBroadcast;
     case Algo::kReduce: return Collective::kReduce;
     case Algo::kAllGather: return Collective::kAllGather;
     case Algo::kReduceScatter: return Collective::kReduceScatter;
@@ -85,7 +88,12 @@ Collective CollectiveOf(Algo a) {
 bool Reduces(Algo a) {
   return a == Algo::kAllReduceRing || a == Algo::kAllReduceRd || a == Algo::kReduce || a == Algo::kReduceScatter;
 }
-bool Rooted(Algo a) { return a == Algo::kBroadcast || a == Algo::kReduce || a == Algo::kGather || a == Algo::kScatter; }
+// Broadcast's algorithms: one buffer, so no in-place variant.
+bool OneBuffer(Algo a) { return a == Algo::kBroadcast || a == Algo::kBroadcastChain; }
+bool Rooted(Algo a) {
+  return a == Algo::kBroadcast || a == Algo::kBroadcastChain || a == Algo::kReduce || a == Algo::kGather ||
+         a == Algo::kScatter;
+}
 // Collectives whose count is per rank block (buffers of n * count elements).
 bool Blocks(Algo a) {
   return a == Algo::kAllGather || a == Algo::kReduceScatter || a == Algo::kGather || a == Algo::kScatter ||
@@ -166,14 +174,16 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       const size_t first = count * rank / n_sz, last = count * (rank + 1) / n_sz;
       return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, first, last - first, (*result)->at(first)));
     }
-    case Algo::kBroadcast: {
+    case Algo::kBroadcast:
+    case Algo::kBroadcastChain: {
       TypedBuffer buf(t, count);
       if (rank == c.root) {
         FillBytes(seed, c.root, 0, bytes, buf.data());
       } else {
         buf.Poison();
       }
-      CHORUS_RETURN_IF_ERROR(timed(algos::BroadcastTree(ctx, buf.data(), count, t, c.root, tuning)));
+      const auto broadcast = c.algo == Algo::kBroadcastChain ? algos::BroadcastChain : algos::BroadcastTree;
+      CHORUS_RETURN_IF_ERROR(timed(broadcast(ctx, buf.data(), count, t, c.root, tuning)));
       return AtRank(rank, "buffer", CheckBytes(seed, c.root, 0, bytes, buf.data()));
     }
     case Algo::kReduce: {
@@ -341,7 +351,7 @@ class CollectivesTest : public ::testing::TestWithParam<int> {
           size_t chunk_bytes = count <= 7 ? 1 : (64 << 10) + 5;
           if (count == 1023) chunk_bytes = (ti + oi) % 4 == 0 ? 7 * es + 3 : 130 * es + 3;
           for (bool in_place : {false, true}) {
-            if (algo == Algo::kBroadcast && in_place) continue;  // broadcast has one buffer
+            if (OneBuffer(algo) && in_place) continue;
             const int root = Rooted(algo) ? (ti + ci + oi + (in_place ? 1 : 0)) % n : 0;
             const uint64_t seed = SeedOf({static_cast<uint64_t>(a), static_cast<uint64_t>(n), static_cast<uint64_t>(t),
                                           static_cast<uint64_t>(op), count, in_place, static_cast<uint64_t>(root)});
@@ -364,7 +374,7 @@ class CollectivesTest : public ::testing::TestWithParam<int> {
     const int k = (a + n) / 2;  // a + n is even here
     const DataType t = kAllTypes[(k + a) % 8];
     const ReduceOp op = Reduces(algo) ? kAllOps[(a + 2 * n) % 5] : ReduceOp::kSum;
-    const bool in_place = algo != Algo::kBroadcast && k % 2 == 1;
+    const bool in_place = !OneBuffer(algo) && k % 2 == 1;
     const int root = Rooted(algo) && n > 1 ? 1 + a % (n - 1) : 0;
     const size_t count = (size_t{16} << 20) / DataTypeSize(t) / (Blocks(algo) ? n : 1);
     Case c{algo,
@@ -387,6 +397,7 @@ class CollectivesTest : public ::testing::TestWithParam<int> {
 TEST_P(CollectivesTest, AllReduceRing) { Sweep(Algo::kAllReduceRing); }
 TEST_P(CollectivesTest, AllReduceRecursiveDoubling) { Sweep(Algo::kAllReduceRd); }
 TEST_P(CollectivesTest, BroadcastTree) { Sweep(Algo::kBroadcast); }
+TEST_P(CollectivesTest, BroadcastChain) { Sweep(Algo::kBroadcastChain); }
 TEST_P(CollectivesTest, ReduceTree) { Sweep(Algo::kReduce); }
 TEST_P(CollectivesTest, AllGatherRing) { Sweep(Algo::kAllGather); }
 TEST_P(CollectivesTest, ReduceScatterRing) { Sweep(Algo::kReduceScatter); }
@@ -496,6 +507,8 @@ TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
        2 * kChunk * static_cast<size_t>(n - 1)},
       {{Algo::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 5})}, n - 1,
        2 * kChunk},
+      {{Algo::kBroadcastChain, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 6})}, n - 1,
+       2 * kChunk},
   };
   for (const Late& l : runs) {
     const uint64_t before = world_->transport(l.late).counters().early_bytes;
@@ -560,16 +573,16 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
 TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous) {
   transport::TcpOptions strict;
   strict.rendezvous_all_from = 1;
-  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd, Algo::kBroadcast, Algo::kReduce,
-                            Algo::kAllGather,     Algo::kReduceScatter, Algo::kGather,  Algo::kScatter,
-                            Algo::kAllToAll};
+  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd,   Algo::kBroadcast, Algo::kBroadcastChain,
+                            Algo::kReduce,        Algo::kAllGather,     Algo::kReduceScatter, Algo::kGather,
+                            Algo::kScatter,       Algo::kAllToAll};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     for (Algo a : algos_all) {
       for (size_t count : {size_t{1}, size_t{1023}, size_t{100003}}) {
         for (bool in_place : {false, true}) {
-          if (a == Algo::kBroadcast && in_place) continue;
+          if (OneBuffer(a) && in_place) continue;
           const uint64_t seed = SeedOf({94, static_cast<uint64_t>(a), count, static_cast<uint64_t>(n), in_place});
           RunCase(**w, Case{a, DataType::kFloat32, ReduceOp::kSum, count, in_place, n - 1, 16 << 10, seed});
         }

@@ -95,6 +95,59 @@ TEST(BinomialTreeTest, EveryRankHasOneParentAndTheTreeIsShallow) {
   }
 }
 
+TEST(ChainTest, EachRankForwardsToTheNextFromTheRoot) {
+  for (int n = 1; n <= 9; ++n) {
+    for (int root = 0; root < n; ++root) {
+      int r = root, seen = 1;
+      EXPECT_EQ(ChainLinks(root, root, n).parent, -1);
+      while (!ChainLinks(r, root, n).children.empty()) {
+        ASSERT_EQ(ChainLinks(r, root, n).children.size(), 1u);
+        const int next = ChainLinks(r, root, n).children[0];
+        EXPECT_EQ(next, (r + 1) % n) << "n=" << n << " root=" << root;
+        EXPECT_EQ(ChainLinks(next, root, n).parent, r);
+        r = next;
+        ++seen;
+      }
+      EXPECT_EQ(seen, n) << "the chain from root " << root << " of " << n << " misses ranks";
+    }
+  }
+}
+
+// Broadcast: the chain where it delivers the last chunk sooner than the binomial tree
+// ((n - 2) + C chunk times against ceil(log2 n) * C), the tree otherwise.
+TEST(SelectorTest, BroadcastTakesTheChainForManyChunks) {
+  Result<Selector> made = Selector::Create(SelectorConfig{});  // 512 KiB chunks
+  ASSERT_TRUE(made.ok());
+  const Selector& s = made.value();
+  const size_t chunk = 512 << 10;
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 256 << 20, 2).algorithm, Algorithm::kTree);  // the same tree
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, chunk, 3).algorithm, Algorithm::kTree);      // 2 against 2
+  Choice c = s.Choose(Collective::kBroadcast, chunk + 1, 3);                              // 3 against 4
+  EXPECT_EQ(c.algorithm, Algorithm::kChain) << c.reason;
+  EXPECT_NE(c.reason.find("2 chunks of 524288 B on 3 ranks: chain ~3 chunk times, binomial tree ~4"),
+            std::string::npos)
+      << c.reason;
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 2 * chunk, 4).algorithm, Algorithm::kTree);   // 4 against 4
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 3 * chunk, 4).algorithm, Algorithm::kChain);  // 5 against 6
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 12 * chunk, 64).algorithm, Algorithm::kTree);   // 74 against 72
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 13 * chunk, 64).algorithm, Algorithm::kChain);  // 75 against 78
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 0, 8).algorithm, Algorithm::kTree);
+  // Other chunks move the line; CHORUS_ALGO forces either.
+  SelectorConfig small;
+  small.chunk_bytes = 64 << 10;
+  EXPECT_EQ(Selector::Create(small)->Choose(Collective::kBroadcast, 3 * (64 << 10), 4).algorithm, Algorithm::kChain);
+  for (const char* forced : {"tree", "chain"}) {
+    SelectorConfig f;
+    f.forced = forced;
+    EXPECT_STREQ(AlgorithmName(Selector::Create(f)->Choose(Collective::kBroadcast, 8 << 20, 4).algorithm), forced);
+  }
+  SelectorConfig chain;
+  chain.forced = "chain";
+  c = Selector::Create(chain)->Choose(Collective::kReduce, 8 << 20, 4);
+  EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
+  EXPECT_NE(c.reason.find("CHORUS_ALGO=chain does not apply to reduce"), std::string::npos) << c.reason;
+}
+
 // Device buffers: CUDA IPC only where every rank shares this host and nobody turned it
 // off or found it impossible; otherwise the host algorithm, saying why not IPC.
 TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {

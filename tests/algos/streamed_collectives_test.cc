@@ -151,7 +151,10 @@ struct Case {
   int n;
   size_t count;
   bool in_place;
+  bool chain = false;  // broadcast: the chain, not the binomial tree
 };
+
+algos::Algorithm AlgorithmOf(const Case& c) { return c.chain ? algos::Algorithm::kChain : AlgorithmOf(c.kind); }
 
 // Every rank's "device" memory laid out as the library lays it out, the output poisoned
 // and the input written (it may lie inside the output), and NaN host stand-ins.
@@ -203,7 +206,7 @@ struct World {
 
 std::string Name(const ::testing::TestParamInfo<Case>& i) {
   return std::string(algos::CollectiveName(i.param.kind)) + "_n" + std::to_string(i.param.n) + "_count" +
-         std::to_string(i.param.count) + (i.param.in_place ? "_in_place" : "");
+         std::to_string(i.param.count) + (i.param.in_place ? "_in_place" : "") + (i.param.chain ? "_chain" : "");
 }
 
 class Streamed : public ::testing::TestWithParam<Case> {};
@@ -213,7 +216,7 @@ constexpr size_t kSegment = 64 << 10;
 TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
   const Case c = GetParam();
   const int root = c.n - 1;
-  ASSERT_TRUE(algos::Streams(c.kind, AlgorithmOf(c.kind)));
+  ASSERT_TRUE(algos::Streams(c.kind, AlgorithmOf(c)));
   Result<std::unique_ptr<testing::TcpWorld>> w = testing::TcpWorld::Create(c.n);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   World world(c, root);
@@ -236,7 +239,7 @@ TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
         algos::Context sctx = ctx;
         sctx.staging = &both;
         CollectiveCall on{c.kind, hsend, world.host_out[r].data(), c.count, DataType::kFloat32, ReduceOp::kSum, root};
-        Status s = internal::Dispatch(sctx, on, AlgorithmOf(c.kind), tuning);
+        Status s = internal::Dispatch(sctx, on, AlgorithmOf(c), tuning);
         for (auto [dst, bytes] : in.started()) {
           copied[r].push_back(static_cast<const char*>(dst) - reinterpret_cast<const char*>(hsend));
         }
@@ -288,7 +291,7 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
   std::vector<std::vector<uint32_t>> words(c.n, std::vector<uint32_t>(internal::SignalView::WordsFor(kMaxSegments)));
   for (int r = 0; r < c.n; ++r) {
     io[r].streamed = true;
-    io[r].input_order = algos::InputReadOrder(c.kind, AlgorithmOf(c.kind), r, c.n, c.count, DataType::kFloat32);
+    io[r].input_order = algos::InputReadOrder(c.kind, AlgorithmOf(c), r, c.n, c.count, DataType::kFloat32);
   }
   algos::Tuning tuning;
   tuning.chunk_bytes = 16 << 10;
@@ -310,7 +313,7 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
           algos::Context sctx = ctx;
           sctx.staging = staging;
           CollectiveCall on{c.kind, s, out, c.count, DataType::kFloat32, ReduceOp::kSum, root};
-          return internal::Dispatch(sctx, on, AlgorithmOf(c.kind), tuning);
+          return internal::Dispatch(sctx, on, AlgorithmOf(c), tuning);
         };
         Status s = internal::RunSignalledWindow(view, win, io[r], run, hsend, hout, ctx.deadline);
         streams.Join();
@@ -339,6 +342,8 @@ std::vector<Case> Cases() {
       cases.push_back({k, 3, big / 3 + 1, in_place});
     }
   }
+  cases.push_back({Collective::kBroadcast, 3, 1000003, false, true});
+  cases.push_back({Collective::kBroadcast, 4, 7001, false, true});
   return cases;
 }
 
