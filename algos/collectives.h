@@ -44,6 +44,8 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
 // all_gather: ring; recv holds size*count elements, rank r's block at r*count.
 Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
                      const Tuning& tuning);
+// all_gather: recursive doubling, log2(n) steps; n a power of two.
+Status AllGatherRecursiveDoubling(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype);
 // reduce_scatter: ring; send holds size*count elements, recv gets this rank's reduced block.
 Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                          const Tuning& tuning);

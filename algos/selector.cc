@@ -12,7 +12,7 @@ namespace {
 bool Supports(Collective c, Algorithm a) {
   switch (c) {
     case Collective::kAllReduce: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
-    case Collective::kAllGather:
+    case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
     case Collective::kBroadcast: return a == Algorithm::kTree || a == Algorithm::kChain;
     case Collective::kReduce: return a == Algorithm::kTree;
@@ -22,6 +22,14 @@ bool Supports(Collective c, Algorithm a) {
     case Collective::kBarrier: return a == Algorithm::kDissemination;
   }
   return false;
+}
+
+bool PowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// Whether `a` can run `c` on `world_size` ranks (all_gather's recursive doubling: a
+// power of two).
+bool Fits(Collective c, Algorithm a, int world_size) {
+  return !(c == Collective::kAllGather && a == Algorithm::kRecursiveDoubling && !PowerOfTwo(world_size));
 }
 
 Algorithm OnlyAlgorithm(Collective c) {
@@ -56,9 +64,10 @@ const char* AlgorithmName(Algorithm a) {
 }
 
 bool Streams(Collective c, Algorithm a) {
-  // Recursive doubling runs on small buffers, whole; the barrier moves no data; CUDA IPC
-  // does not stage.
-  return c != Collective::kBarrier && a != Algorithm::kRecursiveDoubling && a != Algorithm::kCudaIpc;
+  // all_reduce's recursive doubling runs on small buffers, whole; the barrier moves no
+  // data; CUDA IPC does not stage.
+  return c != Collective::kBarrier && a != Algorithm::kCudaIpc &&
+         !(c == Collective::kAllReduce && a == Algorithm::kRecursiveDoubling);
 }
 
 Result<Algorithm> ParseAlgorithm(const std::string& name) {
@@ -81,12 +90,14 @@ Result<Selector> Selector::Create(const SelectorConfig& config) {
 }
 
 Choice Selector::Choose(Collective c, size_t bytes, int world_size) const {
-  if (has_forced_ && Supports(c, forced_)) {
+  if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size)) {
     return {forced_, std::string("forced by CHORUS_ALGO=") + config_.forced};
   }
-  std::string note = has_forced_ ? std::string(" (CHORUS_ALGO=") + config_.forced + " does not apply to " +
-                                       CollectiveName(c) + ")"
-                                 : "";
+  std::string note = !has_forced_ ? ""
+                     : Supports(c, forced_)
+                         ? " (CHORUS_ALGO=" + config_.forced + " needs a power-of-two world for " + CollectiveName(c) +
+                               ")"
+                         : " (CHORUS_ALGO=" + config_.forced + " does not apply to " + CollectiveName(c) + ")";
   if (c == Collective::kAllReduce) {
     if (world_size > 1 && bytes <= config_.allreduce_rd_max_bytes) {
       return {Algorithm::kRecursiveDoubling, std::to_string(bytes) + " B <= " +
@@ -97,6 +108,14 @@ Choice Selector::Choose(Collective c, size_t bytes, int world_size) const {
                                   " B: bandwidth-bound, ring sends 2(n-1)/n of the data" + note};
   }
   if (c == Collective::kBroadcast) return ChooseBroadcast(bytes, world_size, note);
+  if (c == Collective::kAllGather) {
+    if (world_size >= 4 && PowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes) {
+      return {Algorithm::kRecursiveDoubling, std::to_string(bytes) + " B <= " + std::to_string(kAllGatherRdMaxBytes) +
+                                                 " B on a power-of-two world: latency-bound, log2(n) steps" + note};
+    }
+    return {Algorithm::kRing, std::to_string(bytes) + " B on " + std::to_string(world_size) +
+                                  " ranks: ring, pipelined in chunks" + note};
+  }
   return {OnlyAlgorithm(c), std::string("the only algorithm for ") + CollectiveName(c) + note};
 }
 

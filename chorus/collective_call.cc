@@ -105,7 +105,11 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       }
       return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
     case Collective::kReduce: return algos::ReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
-    case Collective::kAllGather: return algos::AllGatherRing(ctx, c.send, c.recv, c.count, c.dtype, tuning);
+    case Collective::kAllGather:
+      if (algorithm == algos::Algorithm::kRecursiveDoubling) {
+        return algos::AllGatherRecursiveDoubling(ctx, c.send, c.recv, c.count, c.dtype);
+      }
+      return algos::AllGatherRing(ctx, c.send, c.recv, c.count, c.dtype, tuning);
     case Collective::kReduceScatter:
       return algos::ReduceScatterRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
     case Collective::kGather: return algos::Gather(ctx, c.send, c.recv, c.count, c.dtype, c.root);

@@ -47,6 +47,7 @@ enum class Algo {
   kBroadcastChain,
   kReduce,
   kAllGather,
+  kAllGatherRd,
   kReduceScatter,
   kGather,
   kScatter,
@@ -61,6 +62,7 @@ const char* AlgoName(Algo a) {
     case Algo::kBroadcastChain: return "broadcast_chain";
     case Algo::kReduce: return "reduce_tree";
     case Algo::kAllGather: return "all_gather_ring";
+    case Algo::kAllGatherRd: return "all_gather_recursive_doubling";
     case Algo::kReduceScatter: return "reduce_scatter_ring";
     case Algo::kGather: return "gather";
     case Algo::kScatter: return "scatter";
@@ -76,7 +78,8 @@ Collective CollectiveOf(Algo a) {
     case Algo::kBroadcast:
     case Algo::kBroadcastChain: return Collective::kBroadcast;
     case Algo::kReduce: return Collective::kReduce;
-    case Algo::kAllGather: return Collective::kAllGather;
+    case Algo::kAllGather:
+    case Algo::kAllGatherRd: return Collective::kAllGather;
     case Algo::kReduceScatter: return Collective::kReduceScatter;
     case Algo::kGather: return Collective::kGather;
     case Algo::kScatter: return Collective::kScatter;
@@ -96,7 +99,7 @@ bool Rooted(Algo a) {
 }
 // Collectives whose count is per rank block (buffers of n * count elements).
 bool Blocks(Algo a) {
-  return a == Algo::kAllGather || a == Algo::kReduceScatter || a == Algo::kGather || a == Algo::kScatter ||
+  return a == Algo::kAllGather || a == Algo::kAllGatherRd || a == Algo::kReduceScatter || a == Algo::kGather || a == Algo::kScatter ||
          a == Algo::kAllToAll;
 }
 
@@ -198,13 +201,16 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       if (!root) return Status::Ok();
       return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, 0, count, dst));
     }
-    case Algo::kAllGather: {
+    case Algo::kAllGather:
+    case Algo::kAllGatherRd: {
       TypedBuffer in(t, count), out(t, n_sz * count);
       out.Poison();
       // In place: our block already sits at its place in recv.
       char* src = c.in_place ? out.at(rank * count) : in.at(0);
       FillBytes(seed, rank, 0, bytes, src);
-      CHORUS_RETURN_IF_ERROR(timed(algos::AllGatherRing(ctx, src, out.data(), count, t, tuning)));
+      CHORUS_RETURN_IF_ERROR(timed(c.algo == Algo::kAllGatherRd
+                                       ? algos::AllGatherRecursiveDoubling(ctx, src, out.data(), count, t)
+                                       : algos::AllGatherRing(ctx, src, out.data(), count, t, tuning)));
       if (!c.in_place && c.check_send) {
         CHORUS_RETURN_IF_ERROR(AtRank(rank, "send buffer", CheckBytes(seed, rank, 0, bytes, src)));
       }
@@ -400,6 +406,11 @@ TEST_P(CollectivesTest, BroadcastTree) { Sweep(Algo::kBroadcast); }
 TEST_P(CollectivesTest, BroadcastChain) { Sweep(Algo::kBroadcastChain); }
 TEST_P(CollectivesTest, ReduceTree) { Sweep(Algo::kReduce); }
 TEST_P(CollectivesTest, AllGatherRing) { Sweep(Algo::kAllGather); }
+TEST_P(CollectivesTest, AllGatherRecursiveDoubling) {
+  const int n = GetParam();
+  if ((n & (n - 1)) != 0) GTEST_SKIP() << "recursive doubling all_gather needs a power-of-two world";
+  Sweep(Algo::kAllGatherRd);
+}
 TEST_P(CollectivesTest, ReduceScatterRing) { Sweep(Algo::kReduceScatter); }
 TEST_P(CollectivesTest, Gather) { Sweep(Algo::kGather); }
 TEST_P(CollectivesTest, Scatter) { Sweep(Algo::kScatter); }
@@ -574,12 +585,13 @@ TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous)
   transport::TcpOptions strict;
   strict.rendezvous_all_from = 1;
   const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd,   Algo::kBroadcast, Algo::kBroadcastChain,
-                            Algo::kReduce,        Algo::kAllGather,     Algo::kReduceScatter, Algo::kGather,
-                            Algo::kScatter,       Algo::kAllToAll};
+                            Algo::kReduce,        Algo::kAllGather,     Algo::kAllGatherRd,   Algo::kReduceScatter,
+                            Algo::kGather,        Algo::kScatter,       Algo::kAllToAll};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     for (Algo a : algos_all) {
+      if (a == Algo::kAllGatherRd && n == 3) continue;  // a power of two only
       for (size_t count : {size_t{1}, size_t{1023}, size_t{100003}}) {
         for (bool in_place : {false, true}) {
           if (OneBuffer(a) && in_place) continue;

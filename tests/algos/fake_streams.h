@@ -28,7 +28,9 @@ class FakeStreams {
       std::chrono::microseconds copy_time = std::chrono::microseconds(200)) {
     using internal::SignalView;
     copy_ = std::thread([=] {
-      if (!v.WaitFor(SignalView::kChain, prev, Deadline::AfterMs(20000), "chain").ok() || !copy_ok) return;
+      // Reached, not equal: with nothing to copy the caller's thread may already have
+      // set CHAIN to this window's seq (a wait for equality then sat out its 20 s).
+      if (!v.WaitReached(SignalView::kChain, prev, Deadline::AfterMs(20000), "chain").ok() || !copy_ok) return;
       for (size_t k : w.in_order) {
         const size_t off = k * w.segment, n = std::min(w.segment, io.send_bytes - off);
         std::this_thread::sleep_for(copy_time);

@@ -148,6 +148,28 @@ TEST(SelectorTest, BroadcastTakesTheChainForManyChunks) {
   EXPECT_NE(c.reason.find("CHORUS_ALGO=chain does not apply to reduce"), std::string::npos) << c.reason;
 }
 
+// all_gather: recursive doubling on power-of-two worlds of 4 or more up to 256 KiB of
+// output, the ring otherwise; forced, only where the world is a power of two.
+TEST(SelectorTest, SmallAllGathersOnPowerOfTwoWorldsTakeRecursiveDoubling) {
+  const Selector s;
+  EXPECT_EQ(s.Choose(Collective::kAllGather, 4096, 4).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(s.Choose(Collective::kAllGather, kAllGatherRdMaxBytes, 16).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(s.Choose(Collective::kAllGather, kAllGatherRdMaxBytes + 1, 4).algorithm, Algorithm::kRing);
+  EXPECT_EQ(s.Choose(Collective::kAllGather, 4096, 2).algorithm, Algorithm::kRing);
+  EXPECT_EQ(s.Choose(Collective::kAllGather, 4096, 6).algorithm, Algorithm::kRing);
+  EXPECT_EQ(s.Choose(Collective::kReduceScatter, 4096, 4).algorithm, Algorithm::kRing);
+  SelectorConfig rd;
+  rd.forced = "rd";
+  Result<Selector> forced = Selector::Create(rd);
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ(forced->Choose(Collective::kAllGather, 64 << 20, 8).algorithm, Algorithm::kRecursiveDoubling);
+  const Choice c = forced->Choose(Collective::kAllGather, 4096, 6);
+  EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
+  EXPECT_NE(c.reason.find("CHORUS_ALGO=rd needs a power-of-two world for all_gather"), std::string::npos) << c.reason;
+  EXPECT_TRUE(Streams(Collective::kAllGather, Algorithm::kRecursiveDoubling));
+  EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kRecursiveDoubling));
+}
+
 // Device buffers: CUDA IPC only where every rank shares this host and nobody turned it
 // off or found it impossible; otherwise the host algorithm, saying why not IPC.
 TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -151,10 +152,11 @@ struct Case {
   int n;
   size_t count;
   bool in_place;
-  bool chain = false;  // broadcast: the chain, not the binomial tree
+  // Not the collective's default algorithm: broadcast's chain, all_gather's recursive doubling.
+  std::optional<algos::Algorithm> algorithm;
 };
 
-algos::Algorithm AlgorithmOf(const Case& c) { return c.chain ? algos::Algorithm::kChain : AlgorithmOf(c.kind); }
+algos::Algorithm AlgorithmOf(const Case& c) { return c.algorithm.value_or(AlgorithmOf(c.kind)); }
 
 // Every rank's "device" memory laid out as the library lays it out, the output poisoned
 // and the input written (it may lie inside the output), and NaN host stand-ins.
@@ -206,7 +208,8 @@ struct World {
 
 std::string Name(const ::testing::TestParamInfo<Case>& i) {
   return std::string(algos::CollectiveName(i.param.kind)) + "_n" + std::to_string(i.param.n) + "_count" +
-         std::to_string(i.param.count) + (i.param.in_place ? "_in_place" : "") + (i.param.chain ? "_chain" : "");
+         std::to_string(i.param.count) + (i.param.in_place ? "_in_place" : "") +
+         (i.param.algorithm ? std::string("_") + algos::AlgorithmName(*i.param.algorithm) : "");
 }
 
 class Streamed : public ::testing::TestWithParam<Case> {};
@@ -342,8 +345,12 @@ std::vector<Case> Cases() {
       cases.push_back({k, 3, big / 3 + 1, in_place});
     }
   }
-  cases.push_back({Collective::kBroadcast, 3, 1000003, false, true});
-  cases.push_back({Collective::kBroadcast, 4, 7001, false, true});
+  cases.push_back({Collective::kBroadcast, 3, 1000003, false, algos::Algorithm::kChain});
+  cases.push_back({Collective::kBroadcast, 4, 7001, false, algos::Algorithm::kChain});
+  for (bool in_place : {false, true}) {
+    cases.push_back({Collective::kAllGather, 4, 25001, in_place, algos::Algorithm::kRecursiveDoubling});
+    cases.push_back({Collective::kAllGather, 2, 7, in_place, algos::Algorithm::kRecursiveDoubling});
+  }
   return cases;
 }
 
