@@ -17,7 +17,6 @@
 // sends it; every rank reports a chunk final once it has it (the root's buffer is its
 // input, unchanged).
 #include <algorithm>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -58,20 +57,22 @@ Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype
 
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
-    std::deque<transport::RequestPtr> posted;
+    std::vector<transport::RequestPtr> posted;  // chunk ci's receive at ci
+    if (tree.parent >= 0) posted.reserve(nchunks);
     for (size_t ci = 0; tree.parent >= 0 && ci < nchunks; ++ci) {
       const Span c = ChunkOf(all, chunk_elems, ci);
       posted.push_back(PostRecv(ctx, tree.parent, static_cast<uint32_t>(ci), At(buf, c.offset, es), c.count * es));
     }
     if (tree.parent >= 0 && nchunks > unasked) Grant(ctx, sends, tree.parent, 0);
     std::vector<GrantsFrom> granted;  // one grant per child, for every chunk past `unasked`
+    granted.reserve(tree.children.size());
     for (int child : tree.children) granted.emplace_back(ctx, child, 0, unasked);
     for (size_t ci = 0; ci < nchunks; ++ci) {
       const Span c = ChunkOf(all, chunk_elems, ci);
       // Chunk ci from the parent (the root has it already) ...
       if (tree.parent >= 0) {
-        CHORUS_RETURN_IF_ERROR(Wait(ctx, *posted.front(), tree.parent));
-        posted.pop_front();
+        CHORUS_RETURN_IF_ERROR(Wait(ctx, *posted[ci], tree.parent));
+        posted[ci].reset();
       } else {
         CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
       }

@@ -89,52 +89,63 @@ Result<Selector> Selector::Create(const SelectorConfig& config) {
   return Selector(config, true, a.value());
 }
 
-Choice Selector::Choose(Collective c, size_t bytes, int world_size) const {
+Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain) const {
+  // The reason is made only where asked for: every call chooses, few explain (building
+  // it was a sixth of an 8-byte broadcast's instructions outside the kernel).
+  const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
   if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size)) {
-    return {forced_, std::string("forced by CHORUS_ALGO=") + config_.forced};
+    return because(forced_, [&] { return "forced by CHORUS_ALGO=" + config_.forced; });
   }
-  std::string note = !has_forced_ ? ""
-                     : Supports(c, forced_)
-                         ? " (CHORUS_ALGO=" + config_.forced + " needs a power-of-two world for " + CollectiveName(c) +
-                               ")"
-                         : " (CHORUS_ALGO=" + config_.forced + " does not apply to " + CollectiveName(c) + ")";
-  if (c == Collective::kAllReduce) {
-    if (world_size > 1 && bytes <= config_.allreduce_rd_max_bytes) {
-      return {Algorithm::kRecursiveDoubling, std::to_string(bytes) + " B <= " +
-                                                 std::to_string(config_.allreduce_rd_max_bytes) +
-                                                 " B: latency-bound, log2(n) steps" + note};
+  const auto note = [&]() -> std::string {
+    if (!has_forced_) return "";
+    return " (CHORUS_ALGO=" + config_.forced +
+           (Supports(c, forced_) ? " needs a power-of-two world for " : " does not apply to ") + CollectiveName(c) +
+           ")";
+  };
+  switch (c) {
+    case Collective::kAllReduce:
+      if (world_size > 1 && bytes <= config_.allreduce_rd_max_bytes) {
+        return because(Algorithm::kRecursiveDoubling, [&] {
+          return std::to_string(bytes) + " B <= " + std::to_string(config_.allreduce_rd_max_bytes) +
+                 " B: latency-bound, log2(n) steps" + note();
+        });
+      }
+      return because(Algorithm::kRing, [&] {
+        return std::to_string(bytes) + " B > " + std::to_string(config_.allreduce_rd_max_bytes) +
+               " B: bandwidth-bound, ring sends 2(n-1)/n of the data" + note();
+      });
+    case Collective::kAllGather:
+      if (world_size >= 4 && PowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes) {
+        return because(Algorithm::kRecursiveDoubling, [&] {
+          return std::to_string(bytes) + " B <= " + std::to_string(kAllGatherRdMaxBytes) +
+                 " B on a power-of-two world: latency-bound, log2(n) steps" + note();
+        });
+      }
+      return because(Algorithm::kRing, [&] {
+        return std::to_string(bytes) + " B on " + std::to_string(world_size) + " ranks: ring, pipelined in chunks" +
+               note();
+      });
+    case Collective::kBroadcast: {
+      // Of C chunks on n ranks, the chain delivers the last after about (n - 2) + C
+      // chunk times, the binomial tree after about ceil(log2 n) * C (its root sends
+      // every chunk to each of its children in turn). 3 and 4 ranks on 2 cores, loopback
+      // (2026-11-26): the chain took 0.36-0.40 ms for 2 MiB on 3 ranks against the
+      // tree's 0.61-0.64, 1.4-1.5 ms for 4 MiB on 4 ranks against 2.0-2.1.
+      const size_t chunk = std::max<size_t>(1, config_.chunk_bytes);
+      const size_t chunks = std::max<size_t>(1, (bytes + chunk - 1) / chunk);
+      size_t depth = 0;  // ceil(log2 n)
+      while ((size_t{1} << depth) < static_cast<size_t>(world_size)) ++depth;
+      const size_t chain = static_cast<size_t>(std::max(world_size - 2, 0)) + chunks, tree = depth * chunks;
+      return because(world_size > 2 && chain < tree ? Algorithm::kChain : Algorithm::kTree, [&] {
+        return std::to_string(bytes) + " B in " + std::to_string(chunks) + " chunks of " + std::to_string(chunk) +
+               " B on " + std::to_string(world_size) + " ranks: chain ~" + std::to_string(chain) +
+               " chunk times, binomial tree ~" + std::to_string(tree) + note();
+      });
     }
-    return {Algorithm::kRing, std::to_string(bytes) + " B > " + std::to_string(config_.allreduce_rd_max_bytes) +
-                                  " B: bandwidth-bound, ring sends 2(n-1)/n of the data" + note};
+    default:
+      return because(OnlyAlgorithm(c),
+                     [&] { return std::string("the only algorithm for ") + CollectiveName(c) + note(); });
   }
-  if (c == Collective::kBroadcast) return ChooseBroadcast(bytes, world_size, note);
-  if (c == Collective::kAllGather) {
-    if (world_size >= 4 && PowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes) {
-      return {Algorithm::kRecursiveDoubling, std::to_string(bytes) + " B <= " + std::to_string(kAllGatherRdMaxBytes) +
-                                                 " B on a power-of-two world: latency-bound, log2(n) steps" + note};
-    }
-    return {Algorithm::kRing, std::to_string(bytes) + " B on " + std::to_string(world_size) +
-                                  " ranks: ring, pipelined in chunks" + note};
-  }
-  return {OnlyAlgorithm(c), std::string("the only algorithm for ") + CollectiveName(c) + note};
-}
-
-// Of C chunks on n ranks, the chain delivers the last after about (n - 2) + C chunk
-// times, the binomial tree after about ceil(log2 n) * C (its root sends every chunk to
-// each of its children in turn). 3 and 4 ranks on 2 cores, loopback (2026-11-26): the
-// chain took 0.36-0.40 ms for 2 MiB on 3 ranks against the tree's 0.61-0.64, 1.4-1.5 ms
-// for 4 MiB on 4 ranks against 2.0-2.1.
-Choice Selector::ChooseBroadcast(size_t bytes, int world_size, const std::string& note) const {
-  const size_t chunk = std::max<size_t>(1, config_.chunk_bytes);
-  const size_t chunks = std::max<size_t>(1, (bytes + chunk - 1) / chunk);
-  size_t depth = 0;  // ceil(log2 n)
-  while ((size_t{1} << depth) < static_cast<size_t>(world_size)) ++depth;
-  const size_t chain = static_cast<size_t>(std::max(world_size - 2, 0)) + chunks, tree = depth * chunks;
-  const std::string why = std::to_string(bytes) + " B in " + std::to_string(chunks) + " chunks of " +
-                          std::to_string(chunk) + " B on " + std::to_string(world_size) + " ranks: chain ~" +
-                          std::to_string(chain) + " chunk times, binomial tree ~" + std::to_string(tree);
-  if (world_size > 2 && chain < tree) return {Algorithm::kChain, why + note};
-  return {Algorithm::kTree, why + note};
 }
 
 Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const {

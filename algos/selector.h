@@ -87,14 +87,13 @@ class Selector {
  public:
   Selector() = default;  // the size rule with default thresholds, nothing forced
   static Result<Selector> Create(const SelectorConfig& config);
-  Choice Choose(Collective c, size_t bytes, int world_size) const;
+  // `explain` false: the reason is left empty (the choice is the same).
+  Choice Choose(Collective c, size_t bytes, int world_size, bool explain = true) const;
   // A CUDA-stream call on device buffers: CUDA IPC where every rank is on this host,
   // else what Choose picks, run on host stand-ins of the buffers.
   Choice ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const;
 
  private:
-  // The broadcast's size rule (`note`: why a forced algorithm does not apply).
-  Choice ChooseBroadcast(size_t bytes, int world_size, const std::string& note) const;
   explicit Selector(SelectorConfig config, bool has_forced, Algorithm forced)
       : config_(std::move(config)), has_forced_(has_forced), forced_(forced) {}
   SelectorConfig config_;

@@ -63,18 +63,19 @@ DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size) {
 }
 
 Status Validate(const CollectiveCall& call, int rank, int world_size) {
-  const std::string what = CallName(call, rank);
+  // The call's name only where something is wrong (every call comes through here).
+  const auto what = [&] { return CallName(call, rank); };
   if (static_cast<int>(call.dtype) >= kNumDataTypes) {
-    return InvalidArgument(what + ": dtype " + std::to_string(static_cast<int>(call.dtype)) + " is not a DataType");
+    return InvalidArgument(what() + ": dtype " + std::to_string(static_cast<int>(call.dtype)) + " is not a DataType");
   }
   if (static_cast<int>(call.op) >= kNumReduceOps) {
-    return InvalidArgument(what + ": op " + std::to_string(static_cast<int>(call.op)) + " is not a ReduceOp");
+    return InvalidArgument(what() + ": op " + std::to_string(static_cast<int>(call.op)) + " is not a ReduceOp");
   }
   const bool rooted = call.kind == Collective::kBroadcast || call.kind == Collective::kReduce ||
                       call.kind == Collective::kGather || call.kind == Collective::kScatter;
   if (rooted && (call.root < 0 || call.root >= world_size)) {
-    return InvalidArgument(what + ": root " + std::to_string(call.root) + " is not a rank of this communicator (size " +
-                           std::to_string(world_size) + ")");
+    return InvalidArgument(what() + ": root " + std::to_string(call.root) +
+                           " is not a rank of this communicator (size " + std::to_string(world_size) + ")");
   }
   if (call.count == 0 || call.kind == Collective::kBarrier) return Status::Ok();
   const bool is_root = rank == call.root;
@@ -86,8 +87,12 @@ Status Validate(const CollectiveCall& call, int rank, int world_size) {
     case Collective::kScatter: needs_send = is_root; break;
     default: break;
   }
-  if (needs_send && call.send == nullptr) return InvalidArgument(what + ": send buffer is null with count " + std::to_string(call.count));
-  if (needs_recv && call.recv == nullptr) return InvalidArgument(what + ": recv buffer is null with count " + std::to_string(call.count));
+  if (needs_send && call.send == nullptr) {
+    return InvalidArgument(what() + ": send buffer is null with count " + std::to_string(call.count));
+  }
+  if (needs_recv && call.recv == nullptr) {
+    return InvalidArgument(what() + ": recv buffer is null with count " + std::to_string(call.count));
+  }
   return Status::Ok();
 }
 

@@ -255,7 +255,7 @@ algos::Context CommunicatorImpl::NewContext(const CollectiveCall& call, algos::A
 Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole) {
   CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
   CHORUS_RETURN_IF_ERROR(CheckUsable());
-  const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_);
+  const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_, LogEnabled(LogLevel::kTrace));
   algos::Context ctx = NewContext(whole, choice.algorithm);  // a window fingerprints as its whole call
   CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
                                                             << algos::AlgorithmName(choice.algorithm) << " ("

@@ -5,15 +5,12 @@
 namespace chorus::transport {
 
 Status ValidatePost(int self, int size, bool send, int peer, const void* buf, size_t bytes) {
+  const bool peer_ok = peer >= 0 && peer < size, buf_ok = buf != nullptr || bytes == 0;
+  if (peer_ok && buf_ok) return Status::Ok();  // every post: no string built
   const std::string what = "rank " + std::to_string(self) + ": " + (send ? "send to" : "recv from") + " rank " +
                            std::to_string(peer);
-  if (peer < 0 || peer >= size) {
-    return InvalidArgument(what + ", but the world has ranks 0.." + std::to_string(size - 1));
-  }
-  if (buf == nullptr && bytes > 0) {
-    return InvalidArgument(what + " of " + std::to_string(bytes) + " bytes from a null buffer");
-  }
-  return Status::Ok();
+  if (!peer_ok) return InvalidArgument(what + ", but the world has ranks 0.." + std::to_string(size - 1));
+  return InvalidArgument(what + " of " + std::to_string(bytes) + " bytes from a null buffer");
 }
 
 Status GroupMismatch(int self, int peer, uint64_t tag) {

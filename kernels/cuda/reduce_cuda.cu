@@ -206,7 +206,7 @@ Status LoadKernels() {
                        cudaGetErrorString(first));
 }
 
-Status DeviceStatus() { return ProbeOnce().status; }
+const Status& DeviceStatus() { return ProbeOnce().status; }
 int DeviceCount() { return ProbeOnce().count; }
 
 Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count, void* stream) {

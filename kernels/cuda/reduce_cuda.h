@@ -16,7 +16,7 @@ namespace chorus::kernels::cuda {
 
 // OK when a CUDA device is usable; else kUnavailable "no CUDA device (...)" with the
 // runtime's reason (no driver, no device). Checked once per process.
-Status DeviceStatus();
+const Status& DeviceStatus();  // probed once; a reference, so a check copies nothing
 // Number of visible devices (0 when DeviceStatus() is not OK).
 int DeviceCount();
 

@@ -9,15 +9,25 @@ namespace {
 // Explicit little-endian stores and loads: independent of host byte order.
 template <typename T>
 void Put(uint8_t* p, T v) {
-  auto u = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(u >> (8 * i));
+  auto u = static_cast<std::make_unsigned_t<T>>(v);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  std::memcpy(p, &u, sizeof(u));  // the wire's order: one store (the loop below took ~50 instructions a field)
+#else
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(u) >> (8 * i));
+#endif
 }
 
 template <typename T>
 T Get(const uint8_t* p) {
-  uint64_t u = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) u |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(u));
+  std::make_unsigned_t<T> u = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  std::memcpy(&u, p, sizeof(u));
+#else
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    u |= static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(p[i]) << (8 * i));
+  }
+#endif
+  return static_cast<T>(u);
 }
 
 std::string Hex(uint64_t v) {
