@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -164,6 +165,36 @@ std::string CommunicatorImpl::Describe() const {
          std::to_string(local_rank_) + " of " + std::to_string(local_size_) + "), " +
          (transport_ ? transport_->Describe() : std::string("no transport")) + ", init " + spec_.method + " (" +
          spec_.source + ")";
+}
+
+Result<std::string> CommunicatorImpl::Explain(const std::string& collective, size_t count, DataType dtype) const {
+  using algos::Collective;
+  std::optional<Collective> kind;
+  std::string names;
+  for (Collective k : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce, Collective::kAllGather,
+                       Collective::kReduceScatter, Collective::kGather, Collective::kScatter, Collective::kAllToAll,
+                       Collective::kBarrier}) {
+    names += (names.empty() ? "" : ", ") + std::string(algos::CollectiveName(k));
+    if (collective == algos::CollectiveName(k)) kind = k;
+  }
+  if (!kind) return InvalidArgument("Explain: '" + collective + "' is not a collective (" + names + ")");
+  if (static_cast<int>(dtype) >= kNumDataTypes) {
+    return InvalidArgument("Explain: dtype " + std::to_string(static_cast<int>(dtype)) + " is not a DataType");
+  }
+  const CollectiveCall call{*kind, nullptr, nullptr, count, dtype, ReduceOp::kSum, 0};
+  // As Run does: a large element-wise call runs as consecutive windows, each chosen for.
+  const std::vector<CollectiveCall> windows = StagingWindows(call, static_cast<size_t>(config_.staging_window_bytes));
+  const CollectiveCall& first = windows.front();
+  const algos::Choice choice = selector_->Choose(*kind, first.bytes(size_), size_, /*explain=*/true);
+  std::string out = std::string(algos::CollectiveName(*kind)) + " of " + std::to_string(count) + " " +
+                    DataTypeName(dtype) + " (" + std::to_string(call.bytes(size_)) + " B) on " +
+                    std::to_string(size_) + " ranks: ";
+  if (windows.size() > 1) {
+    out += std::to_string(windows.size()) + " windows of up to " + std::to_string(first.bytes(size_)) +
+           " B (CHORUS_STAGING_WINDOW), each ";
+  }
+  return out + algos::AlgorithmName(choice.algorithm) + " (" + choice.reason + "), over " +
+         (transport_ ? transport_->Describe() : std::string("no transport"));
 }
 
 std::string CommunicatorImpl::PeerName(int peer) const {

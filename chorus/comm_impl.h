@@ -36,6 +36,7 @@ class CommunicatorImpl {
   int local_size() const { return local_size_; }
   std::string Describe() const;
   TrafficCounters Counters() const;
+  Result<std::string> Explain(const std::string& collective, size_t count, DataType dtype) const;
 
   // ISend/IRecv: host buffers only (a device buffer is an error naming the forms
   // that take one).

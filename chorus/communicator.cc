@@ -42,6 +42,9 @@ int Communicator::local_rank() const { return impl_->local_rank(); }
 int Communicator::local_size() const { return impl_->local_size(); }
 std::string Communicator::Describe() const { return impl_->Describe(); }
 TrafficCounters Communicator::Counters() const { return impl_->Counters(); }
+Result<std::string> Communicator::Explain(const std::string& collective, size_t count, DataType dtype) const {
+  return impl_->Explain(collective, count, dtype);
+}
 
 Status Communicator::Send(const void* buf, size_t bytes, int peer, uint32_t tag) {
   return impl_->RunP2P(/*is_send=*/true, const_cast<void*>(buf), bytes, peer, tag);

@@ -61,6 +61,13 @@ class Communicator {
   // What this communicator's transport counted so far (messages that arrived before
   // their receive was posted, ...), for diagnostics.
   TrafficCounters Counters() const;
+  // How a collective on host buffers of `count` elements of `dtype` would run here, and
+  // why: the algorithm the selector picks for that size on this many ranks (with its
+  // reason), the windows a large one runs in, and the transport. `collective` by
+  // torch's name: "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+  // "gather", "scatter", "all_to_all", "barrier". Moves no data. Also logged for every
+  // call at CHORUS_DEBUG=TRACE.
+  Result<std::string> Explain(const std::string& collective, size_t count, DataType dtype) const;
 
   // Point-to-point. Send/Recv take host or device buffers (a device buffer is staged
   // through host memory; it must be ready when called); ISend/IRecv host buffers. The n-th Recv from a peer with a tag receives

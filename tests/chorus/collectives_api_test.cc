@@ -176,5 +176,37 @@ TEST(CollectivesApi, BadArgumentsAreNamed) {
   }));
 }
 
+// Explain says which algorithm a call of a size would take here and why, the windows
+// of a large one and the transport, without moving data; a bad name is named.
+TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
+  Options o = testing::FileInitOptions();
+  ExpectAllOk(RunRanks(3, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    const Communicator& c = **comm;
+    const uint64_t before = c.Counters().early_messages;
+    Result<std::string> small = c.Explain("all_reduce", 2, DataType::kFloat32);
+    RANK_OK(small.status());
+    RANK_CHECK(small->find("all_reduce of 2 float32 (8 B) on 3 ranks: recursive_doubling (8 B <= 65536 B") == 0,
+               *small);
+    RANK_CHECK(small->find("tcp/") != std::string::npos, *small);
+    Result<std::string> bcast = c.Explain("broadcast", 1 << 20, DataType::kFloat32);  // 4 MiB: 8 chunks
+    RANK_OK(bcast.status());
+    RANK_CHECK(bcast->find(": chain (4194304 B in 8 chunks of 524288 B on 3 ranks") != std::string::npos, *bcast);
+    Result<std::string> big = c.Explain("all_reduce", size_t{40} << 20, DataType::kFloat32);  // 160 MiB
+    RANK_OK(big.status());
+    RANK_CHECK(big->find("3 windows of up to 67108864 B (CHORUS_STAGING_WINDOW), each ring") != std::string::npos,
+               *big);
+    Result<std::string> bad = c.Explain("allreduce", 1, DataType::kFloat32);
+    RANK_CHECK(bad.status().code() == StatusCode::kInvalidArgument &&
+                   bad.status().message().find("'allreduce' is not a collective (all_reduce, broadcast") !=
+                       std::string::npos,
+               bad.status().ToString());
+    RANK_CHECK(c.Counters().early_messages == before, "Explain moved data");
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }));
+}
+
 }  // namespace
 }  // namespace chorus
