@@ -1,5 +1,8 @@
 #include "chorus/collective_call.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <cstring>
 
 #include "algos/barrier.h"
@@ -62,6 +65,15 @@ DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size) {
   return DeviceIo{call.send, in, call.recv, out};
 }
 
+Status CheckSize(const CollectiveCall& call, int world_size) {
+  // The largest buffer a rank touches is count * n elements (the gathers, scatters and
+  // all_to_all): its size in bytes must fit, or every offset computed from it wraps.
+  const size_t es = DataTypeSize(call.dtype), n = static_cast<size_t>(std::max(world_size, 1));
+  if (call.count <= std::numeric_limits<size_t>::max() / es / n) return Status::Ok();
+  return InvalidArgument("count " + std::to_string(call.count) + " of " + DataTypeName(call.dtype) + " on " +
+                         std::to_string(world_size) + " ranks is more bytes than memory can address");
+}
+
 Status Validate(const CollectiveCall& call, int rank, int world_size) {
   // The call's name only where something is wrong (every call comes through here).
   const auto what = [&] { return CallName(call, rank); };
@@ -78,6 +90,7 @@ Status Validate(const CollectiveCall& call, int rank, int world_size) {
                            " is not a rank of this communicator (size " + std::to_string(world_size) + ")");
   }
   if (call.count == 0 || call.kind == Collective::kBarrier) return Status::Ok();
+  if (Status st = CheckSize(call, world_size); !st.ok()) return st.WithContext(what());
   const bool is_root = rank == call.root;
   bool needs_send = true, needs_recv = true;
   switch (call.kind) {

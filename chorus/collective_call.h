@@ -43,6 +43,10 @@ struct CollectiveCall {
 // "all_reduce on rank 2", for errors.
 std::string CallName(const CollectiveCall& call, int rank);
 
+// Whether the call's largest buffer (count * world_size elements) has a size in bytes
+// that fits in size_t; Validate checks it with the rest.
+Status CheckSize(const CollectiveCall& call, int world_size);
+
 // The call's buffers on `rank` and the bytes it reads from send and writes to recv
 // there (0 where that rank does not use the buffer): what device buffers stage.
 DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size);

@@ -182,15 +182,22 @@ Result<std::string> CommunicatorImpl::Explain(const std::string& collective, siz
     return InvalidArgument("Explain: dtype " + std::to_string(static_cast<int>(dtype)) + " is not a DataType");
   }
   const CollectiveCall call{*kind, nullptr, nullptr, count, dtype, ReduceOp::kSum, 0};
-  // As Run does: a large element-wise call runs as consecutive windows, each chosen for.
-  const std::vector<CollectiveCall> windows = StagingWindows(call, static_cast<size_t>(config_.staging_window_bytes));
-  const CollectiveCall& first = windows.front();
+  if (Status st = CheckSize(call, size_); !st.ok()) return st.WithContext("Explain");
+  // As Run does: a large element-wise call runs as consecutive windows (StagingWindows),
+  // each chosen for; counted here, not made.
+  const bool elementwise = *kind == Collective::kAllReduce || *kind == Collective::kBroadcast ||
+                           *kind == Collective::kReduce;
+  const size_t window = static_cast<size_t>(config_.staging_window_bytes), es = DataTypeSize(dtype);
+  const size_t per = window / es > 0 ? window / es : 1;
+  const bool windowed = elementwise && window > 0 && count * es > window;
+  CollectiveCall first = call;
+  if (windowed) first.count = per;
   const algos::Choice choice = selector_->Choose(*kind, first.bytes(size_), size_, /*explain=*/true);
   std::string out = std::string(algos::CollectiveName(*kind)) + " of " + std::to_string(count) + " " +
                     DataTypeName(dtype) + " (" + std::to_string(call.bytes(size_)) + " B) on " +
                     std::to_string(size_) + " ranks: ";
-  if (windows.size() > 1) {
-    out += std::to_string(windows.size()) + " windows of up to " + std::to_string(first.bytes(size_)) +
+  if (windowed) {
+    out += std::to_string((count + per - 1) / per) + " windows of up to " + std::to_string(first.bytes(size_)) +
            " B (CHORUS_STAGING_WINDOW), each ";
   }
   return out + algos::AlgorithmName(choice.algorithm) + " (" + choice.reason + "), over " +

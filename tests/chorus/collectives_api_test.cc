@@ -1,6 +1,7 @@
 // Collectives through the public API, as separate processes: every collective once
 // on 3 ranks, async overlap, Split, mismatched calls, bad arguments.
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -169,6 +170,15 @@ TEST(CollectivesApi, BadArgumentsAreNamed) {
     st = (*comm)->AllReduce(&x, &x, 1, static_cast<DataType>(42), ReduceOp::kSum);
     RANK_CHECK(st.code() == StatusCode::kInvalidArgument && st.message().find("dtype 42") != std::string::npos,
                st.ToString());
+    // A count whose bytes wrap: named, nothing touched.
+    const size_t huge = std::numeric_limits<size_t>::max() / 4;
+    st = (*comm)->AllGather(&x, &x, huge, DataType::kFloat32);
+    RANK_CHECK(st.code() == StatusCode::kInvalidArgument &&
+                   st.message().find("count " + std::to_string(huge) + " of float32 on 2 ranks is more bytes") !=
+                       std::string::npos,
+               st.ToString());
+    Result<std::string> why = (*comm)->Explain("all_reduce", huge + 1, DataType::kFloat64);
+    RANK_CHECK(why.status().code() == StatusCode::kInvalidArgument, why.status().ToString());
     // Bad arguments fail locally and leave the communicator usable.
     RANK_OK((*comm)->AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum));
     RANK_OK((*comm)->Shutdown());
