@@ -199,7 +199,10 @@ TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
     RANK_OK(small.status());
     RANK_CHECK(small->find("all_reduce of 2 float32 (8 B) on 3 ranks: recursive_doubling (8 B <= 65536 B") == 0,
                *small);
-    RANK_CHECK(small->find("tcp/") != std::string::npos, *small);
+    // The transport, as Describe names it (TCP, or RDMA in the RDMA lane).
+    const size_t over = small->find(", over ");
+    RANK_CHECK(over != std::string::npos && c.Describe().find(small->substr(over + 7)) != std::string::npos,
+               *small + " | " + c.Describe());
     Result<std::string> bcast = c.Explain("broadcast", 1 << 20, DataType::kFloat32);  // 4 MiB: 8 chunks
     RANK_OK(bcast.status());
     RANK_CHECK(bcast->find(": chain (4194304 B in 8 chunks of 524288 B on 3 ranks") != std::string::npos, *bcast);
