@@ -73,9 +73,7 @@ void Barrier(int fd) {
   Get(fd);
 }
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Rank {
   int rank = 0;
@@ -122,10 +120,10 @@ double Events(Rank& r, const Options& o, int rounds) {
     if (r.rank == 1) {
       Check(cudaEventRecord(mine, r.stream), "cudaEventRecord READY");  // our inputs are written
       Put(r.fd, 'r');
-      Get(r.fd);                                                            // rank 0 recorded DONE
+      Get(r.fd);  // rank 0 recorded DONE
       Check(cudaStreamWaitEvent(r.stream, theirs, 0), "cudaStreamWaitEvent DONE");
     } else {
-      Get(r.fd);                                                          // rank 1 recorded READY
+      Get(r.fd);  // rank 1 recorded READY
       Check(cudaStreamWaitEvent(r.stream, theirs, 0), "cudaStreamWaitEvent READY");
       Work(r, o);
       Check(cudaEventRecord(mine, r.stream), "cudaEventRecord DONE");
