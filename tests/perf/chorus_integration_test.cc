@@ -55,6 +55,13 @@ TEST(ChorusAllReduceTest, DefaultSelectorSweepHasNoWrongElements) {
   const std::string out = ExpectCleanRun({"all_reduce", "-b", "8", "-e", "1M", "-f", "8", "-n", "3", "-w", "1"});
   ExpectNoWrong(out, 6);
   EXPECT_NE(out.find("backend: chorus  algo: auto"), std::string::npos) << out;
+  // The footer says what the selector picked at each size, and why.
+  EXPECT_NE(out.find("# all_reduce of 2 float32 (8 B) on 2 ranks: recursive_doubling (8 B <= 65536 B"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("# all_reduce of 65536 float32 (262144 B) on 2 ranks: ring (262144 B > 65536 B"),
+            std::string::npos)
+      << out;
   const auto rows = DataRows(out);
   if (!rows.empty()) {
     EXPECT_EQ(rows[0][0], "8");

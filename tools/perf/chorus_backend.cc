@@ -74,6 +74,14 @@ class ChorusBackend : public Backend {
   // this host (unless CHORUS_CUDA_IPC=off), else staged through host memory.
   bool accepts_device_buffers() const override { return true; }
   std::string description() const override { return comm_ ? comm_->Describe() : ""; }
+  std::string explain(Collective coll, size_t count, DataType dtype) const override {
+    if (!comm_ || coll == Collective::kSendRecv) return "";
+    Result<std::string> why = comm_->Explain(CollectiveName(coll), count, dtype);
+    if (!why.ok()) return "";
+    const size_t over = why->find(", over ");  // the transport: in the header already
+    return over == std::string::npos ? *why : why->substr(0, over);
+  }
+
   std::string diagnostics() const override {
     if (!comm_) return "";
     const TrafficCounters c = comm_->Counters();

@@ -209,6 +209,10 @@ Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& 
     out << FormatFooter(summary.lines, info.check);
     const std::string diag = b.diagnostics();
     if (!diag.empty()) out << "# " << diag << "\n";
+    for (const Line& l : summary.lines) {
+      const std::string why = b.explain(o.coll, static_cast<size_t>(l.count), o.dtype);
+      if (!why.empty()) out << "# " << why << "\n";  // names the size itself
+    }
     out << std::flush;
     if (!o.csv_path.empty()) {
       std::string csv = CsvHeader();
