@@ -1,5 +1,6 @@
 #include "transport/matching.h"
 
+#include <algorithm>
 #include <string>
 
 namespace chorus::transport {
@@ -28,25 +29,44 @@ Status CheckMatch(int self, int peer, uint64_t tag, uint64_t len, uint64_t finge
   return Status::Ok();
 }
 
+template <typename V>
+typename GroupFingerprints::Flat<V>::iterator GroupFingerprints::Find(Flat<V>& m, uint64_t group) {
+  return std::lower_bound(m.begin(), m.end(), group,
+                          [](const std::pair<uint64_t, V>& e, uint64_t g) { return e.first < g; });
+}
+
+template <typename V>
+void GroupFingerprints::EraseRange(Flat<V>& m, uint64_t first, uint64_t last) {
+  auto from = Find(m, first);
+  auto to = std::upper_bound(from, m.end(), last,
+                             [](uint64_t g, const std::pair<uint64_t, V>& e) { return g < e.first; });
+  m.erase(from, to);
+}
+
 uint64_t GroupFingerprints::Declare(uint64_t group, uint64_t fp) {
-  declared_.emplace(group, fp);
-  auto it = arrived_.find(group);
-  if (it == arrived_.end()) return 0;
+  auto d = Find(declared_, group);
+  if (d == declared_.end() || d->first != group) declared_.insert(d, {group, fp});  // the first declaration stays
+  auto it = Find(arrived_, group);
+  if (it == arrived_.end() || it->first != group) return 0;
   if (it->second.first != fp) return it->second.first;
   if (it->second.second != 0 && it->second.second != fp) return it->second.second;
   return 0;
 }
 
 bool GroupFingerprints::Arrived(uint64_t group, uint64_t fp) {
-  auto [it, fresh] = arrived_.emplace(group, std::make_pair(fp, uint64_t{0}));
-  if (!fresh && it->second.first != fp && it->second.second == 0) it->second.second = fp;
-  auto d = declared_.find(group);
-  return d != declared_.end() && d->second != fp;
+  auto it = Find(arrived_, group);
+  if (it == arrived_.end() || it->first != group) {
+    arrived_.insert(it, {group, {fp, uint64_t{0}}});
+  } else if (it->second.first != fp && it->second.second == 0) {
+    it->second.second = fp;
+  }
+  auto d = Find(declared_, group);
+  return d != declared_.end() && d->first == group && d->second != fp;
 }
 
 void GroupFingerprints::Erase(uint64_t first_group, uint64_t last_group) {
-  declared_.erase(declared_.lower_bound(first_group), declared_.upper_bound(last_group));
-  arrived_.erase(arrived_.lower_bound(first_group), arrived_.upper_bound(last_group));
+  EraseRange(declared_, first_group, last_group);
+  EraseRange(arrived_, first_group, last_group);
 }
 
 }  // namespace chorus::transport
