@@ -71,8 +71,9 @@ bool Streams(Collective c, Algorithm a) {
 }
 
 Result<Algorithm> ParseAlgorithm(const std::string& name) {
-  const Algorithm all[] = {Algorithm::kRing,     Algorithm::kRecursiveDoubling, Algorithm::kTree,         Algorithm::kChain,
-                           Algorithm::kLinear,   Algorithm::kPairwise,          Algorithm::kDissemination};
+  const Algorithm all[] = {Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kTree,
+                           Algorithm::kChain,  Algorithm::kLinear,            Algorithm::kPairwise,
+                           Algorithm::kDissemination};
   if (strcasecmp(name.c_str(), "rd") == 0) return Algorithm::kRecursiveDoubling;
   for (Algorithm a : all) {
     if (strcasecmp(name.c_str(), AlgorithmName(a)) == 0) return a;

@@ -27,12 +27,17 @@ std::string CallName(const CollectiveCall& call, int rank) {
   return std::string(algos::CollectiveName(call.kind)) + " on rank " + std::to_string(rank);
 }
 
-std::vector<CollectiveCall> StagingWindows(const CollectiveCall& call, size_t window_bytes) {
+size_t WindowElems(const CollectiveCall& call, size_t window_bytes) {
   const bool elementwise = call.kind == Collective::kAllReduce || call.kind == Collective::kBroadcast ||
                            call.kind == Collective::kReduce;
   const size_t es = DataTypeSize(call.dtype);
-  if (!elementwise || window_bytes == 0 || call.count * es <= window_bytes) return {call};
-  const size_t per = window_bytes / es > 0 ? window_bytes / es : 1;
+  if (!elementwise || window_bytes == 0 || call.count * es <= window_bytes) return call.count;
+  return window_bytes / es > 0 ? window_bytes / es : 1;
+}
+
+std::vector<CollectiveCall> StagingWindows(const CollectiveCall& call, size_t window_bytes) {
+  const size_t per = WindowElems(call, window_bytes), es = DataTypeSize(call.dtype);
+  if (per >= call.count) return {call};
   std::vector<CollectiveCall> windows;
   for (size_t first = 0; first < call.count; first += per) {
     CollectiveCall w = call;

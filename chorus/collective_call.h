@@ -57,6 +57,8 @@ DeviceIo CallIo(const CollectiveCall& call, int rank, int world_size);
 // its buffers advanced to its first element; the call itself otherwise (other kinds,
 // window_bytes 0, or a call no larger than one window).
 std::vector<CollectiveCall> StagingWindows(const CollectiveCall& call, size_t window_bytes);
+// The elements in each of those windows but the last (the call's count where it is one).
+size_t WindowElems(const CollectiveCall& call, size_t window_bytes);
 
 // Checks the call against the world: root, dtype, op, null buffers. The error
 // names the collective, the rank and what was wrong.

@@ -185,13 +185,10 @@ Result<std::string> CommunicatorImpl::Explain(const std::string& collective, siz
   if (Status st = CheckSize(call, size_); !st.ok()) return st.WithContext("Explain");
   // As Run does: a large element-wise call runs as consecutive windows (StagingWindows),
   // each chosen for; counted here, not made.
-  const bool elementwise = *kind == Collective::kAllReduce || *kind == Collective::kBroadcast ||
-                           *kind == Collective::kReduce;
-  const size_t window = static_cast<size_t>(config_.staging_window_bytes), es = DataTypeSize(dtype);
-  const size_t per = window / es > 0 ? window / es : 1;
-  const bool windowed = elementwise && window > 0 && count * es > window;
+  const size_t per = WindowElems(call, static_cast<size_t>(config_.staging_window_bytes));
+  const bool windowed = per < count;
   CollectiveCall first = call;
-  if (windowed) first.count = per;
+  first.count = per;
   const algos::Choice choice = selector_->Choose(*kind, first.bytes(size_), size_, /*explain=*/true);
   std::string out = std::string(algos::CollectiveName(*kind)) + " of " + std::to_string(count) + " " +
                     DataTypeName(dtype) + " (" + std::to_string(call.bytes(size_)) + " B) on " +
