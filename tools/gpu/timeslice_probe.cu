@@ -219,12 +219,14 @@ int RunRank(int rank, int fd, void* shared, const Options& o) {
     if (rank == 0) {
       std::printf("probe %-7s %9.1f us per round (%d rounds, %zu B copy, MPS %s)\n", what, seconds * 1e6 / rounds,
                   rounds, o.bytes, mps ? "on" : "off");
+      std::fflush(stdout);  // a later mechanism that hangs is killed: what came before stays
     }
   };
   Events(r, o, warm);
   report("events", Events(r, o, o.rounds), o.rounds);
   if (r.write_value == nullptr || r.wait_value == nullptr) {
     if (rank == 0) std::printf("probe words   skipped: the driver has no stream memory operations\n");
+    std::fflush(stdout);
   } else {
     Words(r, o, r.device_words, warm, 0);
     report("words", Words(r, o, r.device_words, o.rounds, warm), o.rounds);
