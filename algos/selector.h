@@ -77,11 +77,12 @@ constexpr size_t kTimeSlicedStreamStagedMaxBytes = 256 << 10;
 
 // all_gather on a power-of-two world of 4 ranks or more: recursive doubling up to this
 // many bytes of output (log2(n) steps), the ring above. 4 ranks on 2 cores, loopback
-// (2026-11-26, 100 calls a size): 30-31 us against the ring's 44-45 at 4 KiB, 35-36
+// (2026-11-26, tools/perf/ab.sh): 30-31 us against the ring's 44-45 at 4 KiB, 35-36
 // against 54-57 at 64 KiB, 77-79 against 92-96 at 256 KiB (Open MPI 35, 45, 150-200);
-// at 1 MiB the same, at 16 MiB no faster (more of its large messages arrive before
-// their receive).
-constexpr size_t kAllGatherRdMaxBytes = 256 << 10;
+// with its large messages granted, 0.29-0.31 ms against 0.34-0.39 at 1 MiB, 0.49-0.74
+// against 0.63-0.71 at 2 MiB, 1.06-1.46 ms against 1.55-1.91 at 4 MiB (Open MPI
+// 1.47-1.59); at 8 and 16 MiB no faster.
+constexpr size_t kAllGatherRdMaxBytes = 4 << 20;
 
 class Selector {
  public:

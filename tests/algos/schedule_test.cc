@@ -148,7 +148,7 @@ TEST(SelectorTest, BroadcastTakesTheChainForManyChunks) {
   EXPECT_NE(c.reason.find("CHORUS_ALGO=chain does not apply to reduce"), std::string::npos) << c.reason;
 }
 
-// all_gather: recursive doubling on power-of-two worlds of 4 or more up to 256 KiB of
+// all_gather: recursive doubling on power-of-two worlds of 4 or more up to 4 MiB of
 // output, the ring otherwise; forced, only where the world is a power of two.
 TEST(SelectorTest, SmallAllGathersOnPowerOfTwoWorldsTakeRecursiveDoubling) {
   const Selector s;

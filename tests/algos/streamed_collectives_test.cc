@@ -349,6 +349,7 @@ std::vector<Case> Cases() {
   cases.push_back({Collective::kBroadcast, 4, 7001, false, algos::Algorithm::kChain});
   for (bool in_place : {false, true}) {
     cases.push_back({Collective::kAllGather, 4, 25001, in_place, algos::Algorithm::kRecursiveDoubling});
+    cases.push_back({Collective::kAllGather, 4, 100003, in_place, algos::Algorithm::kRecursiveDoubling});  // granted
     cases.push_back({Collective::kAllGather, 2, 7, in_place, algos::Algorithm::kRecursiveDoubling});
   }
   return cases;
