@@ -75,7 +75,11 @@ class ChorusBackend : public Backend {
   bool accepts_device_buffers() const override { return true; }
   std::string description() const override { return comm_ ? comm_->Describe() : ""; }
   std::string explain(Collective coll, size_t count, DataType dtype) const override {
+    // Host buffers only: device buffers may go through CUDA IPC instead (the footer's
+    // counts of device-buffer calls say which way they went).
     if (!comm_ || coll == Collective::kSendRecv) return "";
+    const TrafficCounters c = comm_->Counters();
+    if (c.device_calls_ipc + c.device_calls_staged > 0) return "";
     Result<std::string> why = comm_->Explain(CollectiveName(coll), count, dtype);
     if (!why.ok()) return "";
     const size_t over = why->find(", over ");  // the transport: in the header already
