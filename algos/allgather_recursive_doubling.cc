@@ -30,7 +30,7 @@ namespace chorus::algos {
 Status AllGatherRecursiveDoubling(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype) {
   const int n = ctx.size();
   const int r = ctx.rank();
-  if ((n & (n - 1)) != 0) {
+  if (!IsPowerOfTwo(n)) {
     return InvalidArgument("all_gather by recursive doubling needs a power-of-two number of ranks, not " +
                            std::to_string(n));
   }

@@ -17,6 +17,7 @@ struct Span {
 
 // Non-negative a mod n (rank arithmetic around a ring).
 inline int Mod(int a, int n) { return ((a % n) + n) % n; }
+inline bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 // Block i of `count` elements split over n ranks: count/n elements each, the first
 // count%n blocks one more. With count < n the last blocks are empty.

@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "algos/context.h"
 #include "algos/pending_sends.h"
@@ -49,8 +48,6 @@ class GrantsFrom {
   // Posts the receive of the next grant (before the receive of data that follows it on
   // the same tag, where there is such data).
   void PostNext() { posted_.push_back(PostRecv(ctx_, peer_, step_, nullptr, 0)); }
-  // (posted_ is a vector with a moving front, not a deque: a deque allocates when made,
-  // and a tree makes one of these per child per call.)
 
   // Blocks until message i may be sent.
   Status Await(size_t i) { return Advance(i, /*block=*/true).status(); }
@@ -60,14 +57,10 @@ class GrantsFrom {
  private:
   Result<bool> Advance(size_t i, bool block) {
     while (i >= unasked_ && arrived_ <= i - unasked_) {
-      if (head_ == posted_.size()) PostNext();
-      if (!block && !posted_[head_]->Test()) return false;
-      CHORUS_RETURN_IF_ERROR(Wait(ctx_, *posted_[head_], peer_));
-      posted_[head_++].reset();
-      if (head_ == posted_.size()) {
-        head_ = 0;
-        posted_.clear();
-      }
+      if (posted_.empty()) PostNext();
+      if (!block && !posted_.front()->Test()) return false;
+      CHORUS_RETURN_IF_ERROR(Wait(ctx_, *posted_.front(), peer_));
+      posted_.pop_front();
       ++arrived_;
     }
     return true;
@@ -77,8 +70,7 @@ class GrantsFrom {
   const int peer_;
   const uint32_t step_;
   const size_t unasked_;
-  std::vector<transport::RequestPtr> posted_;  // from head_ on: not arrived yet
-  size_t head_ = 0;
+  Fifo<transport::RequestPtr> posted_;  // not arrived yet
   size_t arrived_ = 0;
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "algos/chunking.h"
+
 namespace chorus::algos {
 namespace {
 
@@ -24,12 +26,10 @@ bool Supports(Collective c, Algorithm a) {
   return false;
 }
 
-bool PowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
 // Whether `a` can run `c` on `world_size` ranks (all_gather's recursive doubling: a
 // power of two).
 bool Fits(Collective c, Algorithm a, int world_size) {
-  return !(c == Collective::kAllGather && a == Algorithm::kRecursiveDoubling && !PowerOfTwo(world_size));
+  return !(c == Collective::kAllGather && a == Algorithm::kRecursiveDoubling && !IsPowerOfTwo(world_size));
 }
 
 Algorithm OnlyAlgorithm(Collective c) {
@@ -116,7 +116,7 @@ Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain
                " B: bandwidth-bound, ring sends 2(n-1)/n of the data" + note();
       });
     case Collective::kAllGather:
-      if (world_size >= 4 && PowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes) {
+      if (world_size >= 4 && IsPowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes) {
         return because(Algorithm::kRecursiveDoubling, [&] {
           return std::to_string(bytes) + " B <= " + std::to_string(kAllGatherRdMaxBytes) +
                  " B on a power-of-two world: latency-bound, log2(n) steps" + note();

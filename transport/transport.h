@@ -24,6 +24,10 @@
 
 namespace chorus::transport {
 
+// Collectives' tags have bit 63 set (algos::CollectiveTag); point-to-point tags never
+// do. The transports treat the two differently (rendezvous, lanes, registration).
+inline bool IsCollectiveTag(uint64_t tag) { return (tag >> 63) != 0; }
+
 // One posted send or receive. Created by a Transport; completed by its engine.
 class Request {
  public:

@@ -31,8 +31,6 @@ constexpr auto kFlushWait = std::chrono::milliseconds(3000);
 constexpr uint64_t kMaxWrite = 1ull << 30;
 constexpr size_t kMaxText = 512;
 
-bool IsCollectiveTag(uint64_t tag) { return (tag >> 63) != 0; }
-
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Device> dev, const EngineOptions& opts)

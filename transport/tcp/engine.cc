@@ -47,7 +47,7 @@ bool TryLockFor(std::timed_mutex& mu, std::chrono::microseconds look) {
 // Gloo or NCCL: memory held for messages nobody receives yet stays bounded, and a
 // large message is never copied twice. Smaller ones go at once.
 constexpr uint64_t kRendezvousBytes = 256 << 10;
-bool Rendezvous(uint64_t tag, uint64_t bytes) { return (tag >> 63) == 0 && bytes >= kRendezvousBytes; }
+bool Rendezvous(uint64_t tag, uint64_t bytes) { return !IsCollectiveTag(tag) && bytes >= kRendezvousBytes; }
 // A receiver holding more than pause_above (CHORUS_EARLY_PAUSE, 64 MiB) of a peer's
 // early messages tells it to PAUSE (send everything by rendezvous) until it holds less
 // than resume_below (CHORUS_EARLY_RESUME, 16 MiB; early_hold.h): a sender that runs

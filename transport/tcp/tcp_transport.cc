@@ -200,7 +200,7 @@ int TcpTransport::PartsOf(int peer, uint64_t tag, size_t bytes) const {
   // says so first), and they pace themselves. A point-to-point message of another size
   // than its Recv must fail both sides naming both sizes; cut differently on each side,
   // the parts beyond the Recv's would wait for a READY that never comes.
-  if (peer == rank_ || engines_.size() < 2 || (tag >> 63) == 0 || bytes < kLanesFrom) return 0;
+  if (peer == rank_ || engines_.size() < 2 || !IsCollectiveTag(tag) || bytes < kLanesFrom) return 0;
   return static_cast<int>(std::min<size_t>(engines_.size() - 1, bytes / kPartMin));
 }
 
