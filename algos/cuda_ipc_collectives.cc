@@ -34,7 +34,7 @@ struct Verdicts {
   }
 };
 
-// What a rank sends every peer first: its verdict, what it lets them map, its events.
+// What a rank sends every peer first: its verdict, what it lets them map, its signals.
 struct Offer {
   Verdicts v;
   int64_t pid = 0;  // CUDA IPC maps other processes' memory only
@@ -45,7 +45,7 @@ struct Offer {
   uint8_t signals = 0;  // this rank stages stream-form calls with signal words
   ipc::DeviceUuid device{};
   ipc::ExportedBuffer send{}, recv{};
-  ipc::ExportedEvent ready{}, mid{}, done{};
+  SyncOffer sync;
 };
 
 // Sends `bytes` of `mine` to every peer and receives each peer's into all + p * bytes
@@ -76,15 +76,6 @@ Status ExchangeAll(const Context& ctx, uint32_t step, const T& mine, std::vector
 }
 
 Status Announce(const Context& ctx, uint32_t step) { return ExchangeBytes(ctx, step, nullptr, 0, nullptr); }
-
-// The stream waits for every peer's latest record of the event `which` picks.
-Status WaitForPeers(const Context& ctx, CudaIpcState& state, const std::vector<Offer>& offers,
-                    ipc::ExportedEvent Offer::*which, void* stream) {
-  for (int p = 0; p < ctx.size(); ++p) {
-    if (p != ctx.rank()) CHORUS_RETURN_IF_ERROR(state.peer_events.StreamWait(stream, offers[p].*which));
-  }
-  return Status::Ok();
-}
 
 // all_reduce's slice p, in units of 64 elements (at least 64 bytes): every slice of an
 // aligned buffer starts 16-byte aligned, and the kernels go 16 bytes at a time.
@@ -175,7 +166,7 @@ Status GatherSlices(const Context& ctx, const DeviceCall& c, const std::vector<c
   return Status::Ok();
 }
 
-// This rank's offer: its events (made on first use), device and exported buffers, or
+// This rank's offer: its signals (made on first use), device and exported buffers, or
 // why it cannot take part.
 Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   Offer o;
@@ -189,20 +180,12 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   if (c.kind == Collective::kAllToAll && c.send == c.recv && c.send_bytes > 0) {
     o.v.Decline(kNotThisCall, "in-place all_to_all (peers would read what this rank overwrites)");
   }
-  if (!state.ready.valid()) {
-    for (ipc::IpcEvent* ev : {&state.ready, &state.mid, &state.done}) {
-      Result<ipc::IpcEvent> made = ipc::IpcEvent::Create();
-      if (!made.ok()) {
-        o.v.Decline(kNever, made.status().message());
-        state.ready = ipc::IpcEvent();  // made again by the next call that asks
-        return o;
-      }
-      *ev = std::move(made.value());
-    }
+  Result<SyncOffer> sync = MakeSyncOffer(state.sync);
+  if (!sync.ok()) {
+    o.v.Decline(kNever, sync.status().message());
+    return o;
   }
-  o.ready = state.ready.exported();
-  o.mid = state.mid.exported();
-  o.done = state.done.exported();
+  o.sync = sync.value();
   Result<ipc::DeviceUuid> dev = ipc::CurrentDevice();
   if (!dev.ok()) {
     o.v.Decline(kNever, dev.status().message());
@@ -240,40 +223,40 @@ bool OneGpu(const std::vector<Offer>& offers) {
 // a turn, and here there are two (rank 0 waits for READY, the others for its DONE).
 //   rank 0: the stream waits for every peer's READY; reduce into every output; DONE
 //   others: the stream waits for rank 0's DONE   // nobody reads or writes our buffers any more
-Status RunLedByRankZero(const Context& ctx, const DeviceCall& c, CudaIpcState& state, const std::vector<Offer>& offers,
-                        const std::vector<const char*>& send, const std::vector<const char*>& recv, void* stream) {
+Status RunLedByRankZero(const Context& ctx, const DeviceCall& c, CallSync& sync, const std::vector<const char*>& send,
+                        const std::vector<const char*>& recv, void* stream) {
   const int n = ctx.size();
   if (ctx.rank() == 0) {
-    CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::ready, stream));
+    CHORUS_RETURN_IF_ERROR(sync.WaitForPeers(kReadyPhase, stream));
     if (c.count > 0) {
       std::vector<const void*> in(send.begin(), send.end());
       std::vector<void*> out(n);
       for (int p = 0; p < n; ++p) out[p] = const_cast<char*>(recv[p]);  // peers' outputs, mapped writable
       CHORUS_RETURN_IF_ERROR(kcuda::ReduceNToAll(c.dtype, c.op, out.data(), n, in.data(), n, c.count, stream));
     }
-    CHORUS_RETURN_IF_ERROR(state.done.Record(stream));
+    CHORUS_RETURN_IF_ERROR(sync.Signal(kDonePhase, stream));
   }
   CHORUS_RETURN_IF_ERROR(Announce(ctx, kDoneStep));
-  return ctx.rank() == 0 ? Status::Ok() : state.peer_events.StreamWait(stream, offers[0].done);
+  return ctx.rank() == 0 ? Status::Ok() : sync.WaitFor(0, kDonePhase, stream);
 }
 
 // Steps 3-5 of the schedule, once every rank agreed.
-Status RunPhases(const Context& ctx, const DeviceCall& c, CudaIpcState& state, const std::vector<Offer>& offers,
-                 const std::vector<const char*>& send, const std::vector<const char*>& recv, void* stream) {
+Status RunPhases(const Context& ctx, const DeviceCall& c, CallSync& sync, const std::vector<const char*>& send,
+                 const std::vector<const char*>& recv, void* stream) {
   // 3. Our stream waits for every peer's inputs, then phase 1.
-  CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::ready, stream));
+  CHORUS_RETURN_IF_ERROR(sync.WaitForPeers(kReadyPhase, stream));
   CHORUS_RETURN_IF_ERROR(PhaseOne(ctx, c, send, recv, stream));
   if (c.kind == Collective::kAllReduce) {
     // 4. all_reduce: once every peer's slice is reduced, copy it.
-    CHORUS_RETURN_IF_ERROR(state.mid.Record(stream));
+    CHORUS_RETURN_IF_ERROR(sync.Signal(kMidPhase, stream));
     CHORUS_RETURN_IF_ERROR(Announce(ctx, kMidStep));
-    CHORUS_RETURN_IF_ERROR(WaitForPeers(ctx, state, offers, &Offer::mid, stream));
+    CHORUS_RETURN_IF_ERROR(sync.WaitForPeers(kMidPhase, stream));
     CHORUS_RETURN_IF_ERROR(GatherSlices(ctx, c, recv, stream));
   }
   // 5. Nobody reads our buffers after every peer's DONE: our later work may change them.
-  CHORUS_RETURN_IF_ERROR(state.done.Record(stream));
+  CHORUS_RETURN_IF_ERROR(sync.Signal(kDonePhase, stream));
   CHORUS_RETURN_IF_ERROR(Announce(ctx, kDoneStep));
-  return WaitForPeers(ctx, state, offers, &Offer::done, stream);
+  return sync.WaitForPeers(kDonePhase, stream);
 }
 
 // Ranks whose GPU another rank uses too, where not all of them run under MPS: their
@@ -306,13 +289,16 @@ std::string TimeSliced(const std::vector<Offer>& offers) {
 
 Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcState& state, void* stream) {
   const int n = ctx.size(), r = ctx.rank();
-  // 1. Our offer; READY marks "our inputs are written" on our stream.
+  // 1. Our offer.
   Offer mine = MakeOffer(ctx, c, state);
-  if (mine.v.verdict == kCan) CHORUS_RETURN_IF_ERROR(state.ready.Record(stream));
   std::vector<Offer> offers;
   CHORUS_RETURN_IF_ERROR(ExchangeAll(ctx, kOfferStep, mine, offers));
+  std::vector<SyncOffer> syncs(n);
+  for (int p = 0; p < n; ++p) syncs[p] = offers[p].sync;
+  CallSync sync(state.sync, syncs, r);
 
-  // 2. Map what we read of each peer; every rank says whether it can go on.
+  // 2. Map what we read of each peer and reach its signals; READY marks "our inputs
+  //    are written" on our stream; every rank says whether it can go on.
   Verdicts v;
   std::vector<const char*> send(n), recv(n);
   send[r] = static_cast<const char*>(c.send);
@@ -332,13 +318,13 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       v.Decline(kNever, "rank " + std::to_string(p) + "'s GPU: " + reach.message());
       break;
     }
-    for (const ipc::ExportedEvent* ev : {&offers[p].ready, &offers[p].mid, &offers[p].done}) {
-      if (Result<void*> opened = state.peer_events.Open(*ev); !opened.ok()) {
-        v.Decline(kNever, "rank " + std::to_string(p) + "'s events: " + opened.status().message());
-        break;
-      }
+    if (Status reached = sync.Reach(p, state.mappings, ctx.deadline); !reached.ok()) {
+      const std::string why = "rank " + std::to_string(p) + "'s " + (sync.words() ? "words" : "events") + ": " +
+                              reached.message();
+      if (sync.words()) state.sync.no_words = why;  // the next calls use events
+      v.Decline(sync.words() ? kNotThisCall : kNever, why);
+      break;
     }
-    if (v.verdict != kCan) break;
     const auto [reads_send, reads_recv] = Reads(c, r, p);
     for (auto [wanted, has, ex, out] : {std::tuple<bool, uint8_t, const ipc::ExportedBuffer*, const char**>{
                                             reads_send, offers[p].has_send, &offers[p].send, &send[p]},
@@ -358,6 +344,7 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       *out = static_cast<const char*>(mapped.value());
     }
   }
+  if (v.verdict == kCan) CHORUS_RETURN_IF_ERROR(sync.Signal(kReadyPhase, stream));
   std::vector<Verdicts> verdicts;
   CHORUS_RETURN_IF_ERROR(ExchangeAll(ctx, kVerdictStep, v, verdicts));
   IpcOutcome outcome;
@@ -371,20 +358,22 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       outcome.why += (outcome.why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) + ": " + w.why;
     }
   }
-  if (declined) {  // nobody enqueued anything
+  if (declined) {  // nobody enqueued anything but READY
     state.mappings.EndCall(nullptr);
+    CHORUS_RETURN_IF_ERROR(sync.End(nullptr, stream));
     return outcome;
   }
-  Status st = c.kind == Collective::kAllReduce && OneGpu(offers)
-                  ? RunLedByRankZero(ctx, c, state, offers, send, recv, stream)
-                  : RunPhases(ctx, c, state, offers, send, recv, stream);
+  Status st = c.kind == Collective::kAllReduce && OneGpu(offers) ? RunLedByRankZero(ctx, c, sync, send, recv, stream)
+                                                                 : RunPhases(ctx, c, sync, send, recv, stream);
   // Whatever happened, what was enqueued reads the peers' buffers until this mark.
   Result<kcuda::StreamMark> end = kcuda::StreamMark::Record(stream);
   if (end.ok()) outcome.end = std::make_shared<kcuda::StreamMark>(std::move(end.value()));
   state.mappings.EndCall(outcome.end);
   CHORUS_RETURN_IF_ERROR(st);
   CHORUS_RETURN_IF_ERROR(end.status());
+  CHORUS_RETURN_IF_ERROR(sync.End(outcome.end, stream));
   outcome.ran = true;
+  outcome.words = sync.words();
   outcome.time_sliced = TimeSliced(offers);
   outcome.every_rank_signals = std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.signals != 0; });
   return outcome;

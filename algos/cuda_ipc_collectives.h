@@ -1,24 +1,24 @@
 // Every collective on device buffers of ranks that share a host, through CUDA IPC
 // (transport/cuda_ipc): each rank maps the buffers its peers export and reads them
 // directly; it writes only its own buffers. Copies and reduction kernels go on the
-// caller's stream, in stream order, and the peers' streams are ordered with
-// interprocess events; host messages (ctx.transport) carry the handles and say
-// "recorded". The call returns once its work is enqueued on this rank (which needs
+// caller's stream, in stream order, and the peers' streams order each other with
+// signals (algos/cuda_ipc_sync.h: words of device memory the streams write and wait
+// on, or interprocess events); host messages (ctx.transport) carry the handles and say
+// "signalled". The call returns once its work is enqueued on this rank (which needs
 // every peer to have called it too); nothing waits for the GPU.
 //
-// Schedule, rank r of n (the events are this rank's three, reused by every call):
-//   record READY on the stream; send the offer (buffers, events, device) to all peers
-//   map the peers' buffers; all agree the call can run this way, else none runs it
+// Schedule, rank r of n:
+//   send the offer (buffers, signals, device) to all peers
+//   map the peers' buffers, reach their signals; signal READY on the stream
+//   all agree the call can run this way, else none runs it
 //   the stream waits for every peer's READY       // their inputs are written
 //   phase 1: read the peers' inputs, write our output (reduce or copy)
-//   all_reduce only: record MID, tell the peers; wait for their MID; phase 2: copy
+//   all_reduce only: signal MID, tell the peers; wait for their MID; phase 2: copy
 //     every peer's reduced slice from its output into ours
-//   record DONE, tell the peers; the stream waits for every peer's DONE
+//   signal DONE, tell the peers; the stream waits for every peer's DONE
 //                                                 // nobody reads our buffers any more
 // all_reduce of ranks that all use one GPU: rank 0 alone reduces every input into
 // every output (RunLedByRankZero in the .cc file says why and how).
-// An event is recorded again only after every peer has made its stream wait for the
-// previous record (the messages in between order it), so one event per phase suffices.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +26,7 @@
 #include <string>
 
 #include "algos/context.h"
+#include "algos/cuda_ipc_sync.h"
 #include "algos/fingerprint.h"
 #include "chorus/types.h"
 #include "kernels/cuda/stream_ops.h"
@@ -46,12 +47,11 @@ struct DeviceCall {
   int root = 0;
 };
 
-// What a communicator keeps between calls: its events, the peers' mapped buffers and
-// opened events. Used by one call at a time.
+// What a communicator keeps between calls: its signals and the peers' (opened events),
+// the peers' mapped buffers and words. Used by one call at a time.
 struct CudaIpcState {
-  transport::cuda_ipc::IpcEvent ready, mid, done;  // created by the first call
+  SyncState sync;
   transport::cuda_ipc::PeerMappings mappings;
-  transport::cuda_ipc::PeerEvents peer_events;
   bool always = false;            // CHORUS_CUDA_IPC=always on this rank: never report time slicing
   bool split_on_one_gpu = false;  // CHORUS_CUDA_IPC_ONE_GPU=split: all_reduce split even on one GPU
   bool mps = false;               // this device's contexts are shared through MPS (asked once)
@@ -75,6 +75,8 @@ struct IpcOutcome {
   std::string time_sliced;
   // Where it ran: every rank stages stream-form calls with signal words (from the offers).
   bool every_rank_signals = false;
+  // Where it ran: the streams ordered each other with words (else with events).
+  bool words = false;
 };
 
 // Runs `call` on `stream` (a cudaStream_t; null: the legacy default stream).

@@ -412,6 +412,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     per_device->state.always = config_.cuda_ipc == "always";
     per_device->state.split_on_one_gpu = config_.cuda_ipc_one_gpu == "split";
     per_device->state.mps = kernels::cuda::MpsEnabled();
+    per_device->state.sync.want_words = config_.cuda_ipc_sync == "words";
     per_device->state.signal_words =
         config_.staging_sync == "signals" && kernels::cuda::SignalWords::DriverHasThem();
   }
@@ -444,6 +445,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     return std::nullopt;
   }
   device_calls_ipc_.fetch_add(1);
+  if (out.value().words) device_calls_ipc_words_.fetch_add(1);
   if (gpu_time_sliced_.empty() && !out.value().time_sliced.empty()) {
     gpu_time_sliced_ = out.value().time_sliced;
     time_sliced_signals_ = out.value().every_rank_signals;
@@ -469,6 +471,7 @@ Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
 TrafficCounters CommunicatorImpl::Counters() const {
   TrafficCounters c = transport_ ? transport_->counters() : TrafficCounters{};
   c.device_calls_ipc = device_calls_ipc_.load();
+  c.device_calls_ipc_words = device_calls_ipc_words_.load();
   c.device_calls_staged = device_ ? device_->staged() : 0;
   c.device_calls_signalled = device_ ? device_->signalled() : 0;
   return c;

@@ -125,6 +125,7 @@ class CommunicatorImpl {
   std::string gpu_time_sliced_;  // ranks sharing a GPU without MPS, from the first call through CUDA IPC
   bool time_sliced_signals_ = false;  // ... and every rank stages stream-form calls with signal words
   std::atomic<uint64_t> device_calls_ipc_{0};  // the staged ones: DeviceCalls::staged()
+  std::atomic<uint64_t> device_calls_ipc_words_{0};
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;

@@ -41,6 +41,9 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<std::string> one_gpu = EnvChoice(env, "CHORUS_CUDA_IPC_ONE_GPU", c.cuda_ipc_one_gpu, {"leader", "split"});
   if (!one_gpu.ok()) return one_gpu.status();
   c.cuda_ipc_one_gpu = one_gpu.value();
+  Result<std::string> ipc_sync = EnvChoice(env, "CHORUS_CUDA_IPC_SYNC", c.cuda_ipc_sync, {"words", "events"});
+  if (!ipc_sync.ok()) return ipc_sync.status();
+  c.cuda_ipc_sync = ipc_sync.value();
   Result<std::string> sync = EnvChoice(env, "CHORUS_STAGING_SYNC", c.staging_sync, {"gate", "signals"});
   if (!sync.ok()) return sync.status();
   c.staging_sync = sync.value();

@@ -47,6 +47,12 @@ struct Config {
   // (each rank reduces its slice, then copies the others', as across GPUs). "split" on
   // any rank makes every rank split.
   std::string cuda_ipc_one_gpu = "leader";
+  // How the ranks' streams order each other in a call through CUDA IPC
+  // (CHORUS_CUDA_IPC_SYNC): "words" (each stream writes words of its device memory that
+  // the peers' streams wait on: ~10 us a handover where ranks take turns on one GPU) or
+  // "events" (interprocess events: ~275 us there). "events" on any rank, or a driver
+  // without stream memory operations, makes every rank use events. See algos/cuda_ipc_sync.h.
+  std::string cuda_ipc_sync = "words";
   // How a staged stream-form call (device buffers across hosts) holds the caller's
   // stream until its results are on the host side (CHORUS_STAGING_SYNC): "signals"
   // (every copy is enqueued at the call, each waiting on a word in mapped host memory

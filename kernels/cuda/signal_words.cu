@@ -30,7 +30,23 @@ Status DriverError(const std::string& what, CUresult r) {
   return InternalError(what + " failed with CUresult " + std::to_string(static_cast<int>(r)));
 }
 
+// cuStreamWriteValue32 (`write`) or cuStreamWaitValue32 of the word at `addr`, with `flags`.
+Status Enqueue(bool write, void* stream, const void* addr, uint32_t value, unsigned flags) {
+  const ValueFn fn = write ? Ops().write : Ops().wait;
+  const char* name = write ? "cuStreamWriteValue32" : "cuStreamWaitValue32";
+  if (fn == nullptr) return Unavailable(std::string("the driver has no ") + name);
+  return DriverError(name, fn(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(addr), value, flags));
+}
+
 }  // namespace
+
+Status EnqueueWriteWord(void* stream, void* word, uint32_t value) {
+  return Enqueue(true, stream, word, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+}
+
+Status EnqueueWaitWordReached(void* stream, const void* word, uint32_t value) {
+  return Enqueue(false, stream, word, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
 
 bool SignalWords::DriverHasThem() { return Ops().write != nullptr && Ops().wait != nullptr; }
 
@@ -66,22 +82,18 @@ SignalWords::~SignalWords() {
   if (words_ != nullptr) cudaFreeHost(const_cast<uint32_t*>(words_));
 }
 
-Status SignalWords::Enqueue(bool write, void* stream, size_t i, uint32_t value, unsigned flags) const {
-  const auto addr = reinterpret_cast<CUdeviceptr>(static_cast<char*>(device_words_) + i * sizeof(uint32_t));
-  return DriverError(write ? "cuStreamWriteValue32" : "cuStreamWaitValue32",
-                     (write ? Ops().write : Ops().wait)(static_cast<CUstream>(stream), addr, value, flags));
-}
+void* SignalWords::Word(size_t i) const { return static_cast<char*>(device_words_) + i * sizeof(uint32_t); }
 
 Status SignalWords::EnqueueWrite(void* stream, size_t i, uint32_t value) const {
-  return Enqueue(true, stream, i, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  return EnqueueWriteWord(stream, Word(i), value);
 }
 
 Status SignalWords::EnqueueWait(void* stream, size_t i, uint32_t value) const {
-  return Enqueue(false, stream, i, value, CU_STREAM_WAIT_VALUE_EQ);
+  return Enqueue(false, stream, Word(i), value, CU_STREAM_WAIT_VALUE_EQ);
 }
 
 Status SignalWords::EnqueueWaitReached(void* stream, size_t i, uint32_t value) const {
-  return Enqueue(false, stream, i, value, CU_STREAM_WAIT_VALUE_GEQ);
+  return EnqueueWaitWordReached(stream, Word(i), value);
 }
 
 }  // namespace chorus::kernels::cuda

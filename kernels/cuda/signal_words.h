@@ -14,6 +14,14 @@
 
 namespace chorus::kernels::cuda {
 
+// Stream memory operations on any word a stream can address (device memory, a peer's
+// memory mapped through CUDA IPC, mapped host memory), enqueued on `stream`: write
+// `value` once the stream's earlier work is done (its writes visible first), or hold the
+// stream's later work until the word has reached `value` (cyclic: (int32_t)(word -
+// value) >= 0, for words that only grow). kUnavailable where the driver lacks them.
+Status EnqueueWriteWord(void* stream, void* word, uint32_t value);
+Status EnqueueWaitWordReached(void* stream, const void* word, uint32_t value);
+
 class SignalWords {
  public:
   SignalWords() = default;
@@ -53,8 +61,7 @@ class SignalWords {
   Status EnqueueWaitReached(void* stream, size_t i, uint32_t value) const;
 
  private:
-  // cuStreamWriteValue32 (`write`) or cuStreamWaitValue32 of word i, with `flags`.
-  Status Enqueue(bool write, void* stream, size_t i, uint32_t value, unsigned flags) const;
+  void* Word(size_t i) const;  // word i as the streams address it
 
   volatile uint32_t* words_ = nullptr;
   void* device_words_ = nullptr;  // the same words, as the streams address them

@@ -77,6 +77,14 @@ TEST(Config, OneGpuAllReduceTakesLeaderOrSplit) {
   ExpectBad("CHORUS_CUDA_IPC_ONE_GPU", "both");
 }
 
+TEST(Config, CudaIpcSyncTakesWordsOrEvents) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->cuda_ipc_sync, "words");
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC_SYNC", "events"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->cuda_ipc_sync, "events");
+  ExpectBad("CHORUS_CUDA_IPC_SYNC", "flags");
+}
+
 TEST(Config, StagingSyncTakesGateOrSignals) {
   EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_sync, "signals");
   Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_STAGING_SYNC", "gate"}}));

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "algos/cuda_ipc_sync.h"
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_memory.h"
@@ -20,7 +21,7 @@
 #include "kernels/cuda/signal_words.h"
 #include "kernels/cuda/stream_ops.h"
 #include "tests/chorus/api_case.h"
-#include "tests/chorus/first_launch.h"
+#include "tests/chorus/test_kernels.h"
 #include "tests/util/multiproc.h"
 
 namespace chorus {
@@ -103,6 +104,19 @@ Status CheckPath(const Communicator& comm, Path path) {
   return Status::Ok();
 }
 
+// Whether this rank asks for words to order the ranks' streams in CUDA IPC calls and
+// its driver has them (algos/cuda_ipc_sync.h).
+bool WantsWords(const Options& o) { return o.config->cuda_ipc_sync == "words" && cu::SignalWords::DriverHasThem(); }
+
+// Every CUDA IPC call of this communicator ordered the streams with words (`words`), or
+// every one with interprocess events.
+Status CheckIpcSync(const Communicator& comm, bool words) {
+  const TrafficCounters c = comm.Counters();
+  if (c.device_calls_ipc_words == (words ? c.device_calls_ipc : 0)) return Status::Ok();
+  return InternalError(std::to_string(c.device_calls_ipc_words) + " of " + std::to_string(c.device_calls_ipc) +
+                       " calls through CUDA IPC used words; want " + (words ? "all" : "none"));
+}
+
 // Every collective, dtype and op in turn, on device buffers in each rank.
 int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64_t salt, Path path = Path::kStaged) {
   auto comm = Communicator::Create(o);
@@ -115,6 +129,7 @@ int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64
     RANK_OK(call.Check());
   }
   RANK_OK(CheckPath(**comm, path));
+  if (path == Path::kCudaIpc) RANK_OK(CheckIpcSync(**comm, WantsWords(o)));
   if (o.config->staging_sync == "signals" && stream_form) RANK_OK(CheckSignalled(**comm));
   RANK_OK((*comm)->Shutdown());
   return 0;
@@ -130,6 +145,16 @@ TEST(DeviceApiTest, StreamFormThreeRanksCudaIpc) {
   SKIP_WITHOUT_GPU();
   const Options o = TestOptions();
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 12, Path::kCudaIpc); }, {120, {}}));
+}
+
+// The streams ordered with interprocess events (CHORUS_CUDA_IPC_SYNC=events) rather than
+// words, the default.
+TEST(DeviceApiTest, StreamFormCudaIpcWithEvents) {
+  SKIP_WITHOUT_GPU();
+  Options o2 = TestOptions(), o3 = TestOptions();
+  o2.config->cuda_ipc_sync = o3.config->cuda_ipc_sync = "events";
+  ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, true, 51, Path::kCudaIpc); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, true, 52, Path::kCudaIpc); }, {120, {}}));
 }
 
 // The path ranks on different hosts take (device -> host -> TCP -> host -> device).
@@ -231,6 +256,7 @@ int ChainedAllReduces(const Options& o, int rank, int n) {
   if (o.config->cuda_ipc != "off") {  // the same buffers every time: no call may decline
     const uint64_t ipc = (*comm)->Counters().device_calls_ipc;
     RANK_CHECK(ipc == iters, std::to_string(ipc) + " of " + std::to_string(iters) + " calls went through CUDA IPC");
+    RANK_OK(CheckIpcSync(**comm, WantsWords(o)));
   }
   RANK_OK((*comm)->Shutdown());
   return 0;
@@ -241,6 +267,74 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamCudaIpcTwoAndThreeRanks) {
   const Options o2 = TestOptions(), o3 = TestOptions();
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o2, r, 2); }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) { return ChainedAllReduces(o3, r, 3); }, {120, {}}));
+}
+
+// Each rank's calls alternate between two streams of its own, and on ranks other than 0
+// every other call's input is written behind a 2 ms kernel: the next call, on the other
+// stream, signals long before. A later call's signals must not stand in for an earlier
+// one's (a reader would see the input before the write, rank + 1 instead of rank + 2).
+// More calls than the words have slots (algos/cuda_ipc_sync.h), so slots are reused.
+int CallsOnTwoStreams(const Options& o, int rank, int n, bool want_words) {
+  auto comm = Communicator::Create(o);
+  RANK_OK(comm.status());
+  Result<cu::Stream> s0 = cu::Stream::Create(), s1 = cu::Stream::Create();
+  RANK_OK(s0.status());
+  RANK_OK(s1.status());
+  const size_t count = 4096;
+  const int calls = 3 * static_cast<int>(algos::kSyncSlots) + 5;
+  auto in = cu::DeviceBuffer::Allocate(calls * count * 4), out = cu::DeviceBuffer::Allocate(calls * count * 4);
+  RANK_OK(in.status());
+  RANK_OK(out.status());
+  std::vector<float> host(calls * count, static_cast<float>(rank + 1));
+  RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), calls * count * 4));
+  RANK_OK(cu::Memset(out.value().get(), 0, calls * count * 4));
+  std::vector<Work> works;
+  for (int k = 0; k < calls; ++k) {
+    void* stream = (k % 2 == 0 ? s0 : s1).value().get();
+    float* mine = static_cast<float*>(in.value().get()) + k * count;
+    if (rank != 0 && k % 2 == 0) RANK_OK(testing::DelayOnDevice(2000, stream));
+    RANK_OK(testing::AddOneOnDevice(mine, count, stream));
+    works.push_back((*comm)->AllReduce(mine, static_cast<float*>(out.value().get()) + k * count, count,
+                                       DataType::kFloat32, ReduceOp::kSum, CudaStream{stream}));
+  }
+  for (Work& w : works) RANK_OK(w.Wait());
+  RANK_OK(cu::Synchronize(s0.value().get()));
+  RANK_OK(cu::Synchronize(s1.value().get()));
+  RANK_OK(cu::CopyToHost(host.data(), out.value().get(), calls * count * 4));
+  const float want = static_cast<float>(n * (n + 3) / 2);  // sum of p + 2
+  for (size_t i = 0; i < host.size(); ++i) {
+    RANK_CHECK(host[i] == want, "call " + std::to_string(i / count) + " element " + std::to_string(i % count) +
+                                    ": got " + std::to_string(host[i]) + ", want " + std::to_string(want));
+  }
+  RANK_OK(CheckPath(**comm, Path::kCudaIpc));
+  RANK_OK(CheckIpcSync(**comm, want_words));
+  RANK_OK((*comm)->Shutdown());
+  return 0;
+}
+
+TEST(DeviceApiTest, CallsOnTwoStreamsWaitForTheirOwnSignals) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  const bool words = WantsWords(o);
+  ExpectAllOk(RunRanks(2, [&](int r) { return CallsOnTwoStreams(o, r, 2, words); }, {120, {}}));
+  ExpectAllOk(RunRanks(3, [&](int r) { return CallsOnTwoStreams(o, r, 3, words); }, {120, {}}));
+  Options split = TestOptions();
+  split.config->cuda_ipc_one_gpu = "split";  // MID too
+  ExpectAllOk(RunRanks(2, [&](int r) { return CallsOnTwoStreams(split, r, 2, words); }, {120, {}}));
+}
+
+// One rank asks for events: every rank uses them.
+TEST(DeviceApiTest, OneRankAskingForEventsMakesEveryRankUseThem) {
+  SKIP_WITHOUT_GPU();
+  const Options o = TestOptions();
+  ExpectAllOk(RunRanks(
+      2,
+      [&](int r) {
+        Options mine = o;
+        if (r == 1) mine.config->cuda_ipc_sync = "events";
+        return CallsOnTwoStreams(mine, r, 2, false);
+      },
+      {120, {}}));
 }
 
 // With CHORUS_CUDA_IPC=auto, ranks that share one GPU without MPS stage their host-form

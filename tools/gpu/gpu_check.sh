@@ -11,13 +11,15 @@
 #      device backends of chorus_perf
 #   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked), and
 #      timeslice_probe: what handing the GPU between two processes costs a round, by
-#      interprocess events (what CUDA IPC calls use) against stream memory operations
-#      on words in shared host memory or in device memory mapped through CUDA IPC (a
-#      diagnostic, not counted; again under MPS in step 3)
+#      interprocess events (CHORUS_CUDA_IPC_SYNC=events) against stream memory operations
+#      on words in shared host memory or in device memory mapped through CUDA IPC (what
+#      CUDA IPC calls use by default) (a diagnostic, not counted; again under MPS in step 3)
 #   3. chorus_perf all_reduce on device buffers, two ranks on the one GPU, side by side:
 #        chorus_ipc   chorus through CUDA IPC at every size (CHORUS_CUDA_IPC=always), its
 #                     all_reduce on one GPU led by rank 0 (the default)
 #        chorus_ipc_split  the same, split (CHORUS_CUDA_IPC_ONE_GPU=split), as across GPUs
+#        chorus_ipc_events  chorus_ipc with the streams ordered by interprocess events
+#                     (CHORUS_CUDA_IPC_SYNC=events) instead of words of device memory
 #        chorus_auto  chorus with its defaults (stream form: through CUDA IPC at every size)
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
 #                     (its defaults: every copy enqueued at the call behind signal words,
@@ -214,6 +216,7 @@ else
 fi
 perf_run chorus_ipc chorus required CHORUS_CUDA_IPC=always
 perf_run chorus_ipc_split chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
+perf_run chorus_ipc_events chorus required CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_SYNC=events
 perf_run nccl_shared nccl optional NCCL_MULTI_RANK_GPU_ENABLE=1
 # Under MPS, where both ranks' work shares the GPU instead of taking turns in time slices
 # (NVIDIA's way for processes to share one GPU): CUDA IPC led and split, staged, NCCL.
@@ -255,9 +258,16 @@ grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
 grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* lanes\?' "$work"/perf_chorus_tcp*.rank0.log "$work"/perf_chorus_host*.rank0.log
 grep -q 'staged (0 with signal' "$work/perf_chorus_tcp.rank0.log" &&
   { echo "chorus_tcp: no call went with signal words (see its footer and log)"; fail=1; }
-for run in chorus_ipc chorus_ipc_split chorus_ipc_blocking; do
-  grep -q 'through CUDA IPC, 0 staged' "$work/perf_$run.rank0.log" ||
+for run in chorus_ipc chorus_ipc_split chorus_ipc_blocking chorus_ipc_events; do
+  grep -q 'through CUDA IPC ([0-9]* with words), 0 staged' "$work/perf_$run.rank0.log" ||
     { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
+done
+# Words unless asked for events (the footer: "N through CUDA IPC (M with words)").
+for run in chorus_ipc chorus_ipc_split chorus_ipc_events; do
+  grep -o '[0-9]* through CUDA IPC ([0-9]* with words)' "$work/perf_$run.rank0.log" | awk -v run="$run" '
+    {all = $1; words = substr($5, 2)} END {want = (run ~ /events/ ? 0 : all)
+      if (words != want) {print run ": " words " of " all " calls through CUDA IPC with words, want " want; exit 1}}' ||
+    fail=1
 done
 # size, out-of-place busbw (chorus_perf's rows; perf_nccl_torch.txt rows: size time busbw #wrong)
 busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $8} $1 ~ /^[0-9]+$/ && NF == 4 && $4 == 0 {print $1, $3}' "$work/perf_$1.txt" 2>/dev/null | sort; }
@@ -270,6 +280,7 @@ side_by_side() {  # side_by_side A B: busbw of both per size and A/B
   side_by_side chorus_tcp nccl_socket | tee "$work/tcp_vs_nccl.txt"
   side_by_side chorus_ipc nccl_socket
   side_by_side chorus_ipc chorus_ipc_split
+  side_by_side chorus_ipc chorus_ipc_events
   side_by_side chorus_ipc chorus_ipc_blocking
   side_by_side chorus_tcp nccl_torch | tee "$work/tcp_vs_torch.txt"
   side_by_side chorus_tcp chorus_tcp_lanes1
@@ -300,7 +311,7 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'
   # Two ranks, S bytes each; busbw = S / t. Led by rank 0: both inputs read, both
   # outputs written once: 4 S bytes of HBM traffic. Split: phase 1 reads 2 x S/2 and
   # writes S/2 per rank, phase 2 copies S/2 per rank (read + write): 5 S.
-  for run in chorus_ipc:4 chorus_ipc_split:5 chorus_ipc_mps:4 chorus_ipc_split_mps:5; do
+  for run in chorus_ipc:4 chorus_ipc_split:5 chorus_ipc_events:4 chorus_ipc_mps:4 chorus_ipc_split_mps:5; do
     busbw "${run%:*}" | sort -n | awk -v copy="${copy:-0}" -v run="${run%:*}" -v k="${run#*:}" '$1 >= 67108864 && copy > 0 {
       lim = copy / k
       printf "%s at %d: busbw %s GB/s, HBM limit %.1f GB/s (copy %s GB/s / %d): %.0f%% (bar >= 80%%)\n", run, $1, $2, lim, copy, k, 100 * $2 / lim}'

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "kernels/cuda/cuda_error.h"
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/signal_words.h"
 
 namespace chorus::transport::cuda_ipc {
 
@@ -213,6 +215,43 @@ IpcEvent::~IpcEvent() {
 Status IpcEvent::Record(void* stream) const {
   return CudaError("cudaEventRecord (interprocess event)",
                    cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)));
+}
+
+Result<IpcWords> IpcWords::Create(size_t count) {
+  CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
+  if (!kernels::cuda::SignalWords::DriverHasThem()) {
+    return Status(StatusCode::kUnavailable, "the driver has no stream memory operations (cuStreamWriteValue32)");
+  }
+  IpcWords w;
+  void* p = nullptr;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaMalloc of " + std::to_string(count) + " words", cudaMalloc(&p, count * 4)));
+  w.words_ = static_cast<uint32_t*>(p);
+  // Zeroed, with one write and one wait between, on a private stream: where the driver
+  // refuses them, the caller knows now (and orders its calls with events instead).
+  Result<kernels::cuda::Stream> probe = kernels::cuda::Stream::Create();
+  if (!probe.ok()) return probe.status();
+  const auto zero = [&] {
+    return CudaError("cudaMemsetAsync of the words",
+                     cudaMemsetAsync(p, 0, count * 4, static_cast<cudaStream_t>(probe->get())));
+  };
+  Status st = zero();
+  if (st.ok()) st = w.Write(probe->get(), 0, 1);
+  if (st.ok()) st = kernels::cuda::EnqueueWaitWordReached(probe->get(), w.words_, 1);
+  if (st.ok()) st = zero();
+  if (st.ok()) st = kernels::cuda::Synchronize(probe->get());
+  if (!st.ok()) return Status(StatusCode::kUnavailable, "stream memory operations on device words: " + st.message());
+  Result<ExportedBuffer> ex = Export(p);
+  if (!ex.ok()) return ex.status();
+  w.exported_ = ex.value();
+  return std::move(w);
+}
+
+IpcWords::~IpcWords() {
+  if (words_ != nullptr) cudaFree(words_);
+}
+
+Status IpcWords::Write(void* stream, size_t i, uint32_t value) const {
+  return kernels::cuda::EnqueueWriteWord(stream, words_ + i, value);
 }
 
 PeerEvents::~PeerEvents() {

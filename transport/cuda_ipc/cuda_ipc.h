@@ -9,10 +9,12 @@
 // write it directly, on the same GPU or, with peer access, on another one. Several
 // processes on ONE GPU work too: CUDA IPC only refuses a process its own handles.
 //
-// Ordering between processes uses the events: a rank records its event on its stream,
-// tells its peers (host message), and they make their streams wait for that record
-// (cudaStreamWaitEvent waits for the latest record at the time it is called). Nothing
-// spins on the GPU.
+// Ordering between processes uses words of device memory (IpcWords): a rank's stream
+// writes its word, and the peers' streams, through their mappings of it, wait until it
+// has reached that value. Where the driver lacks stream memory operations, interprocess
+// events do it: a rank records its event on its stream, tells its peers (host message),
+// and they make their streams wait for that record (cudaStreamWaitEvent waits for the
+// latest record at the time it is called). Nothing spins on the GPU either way.
 #pragma once
 
 #include <array>
@@ -130,6 +132,37 @@ class IpcEvent {
  private:
   void* event_ = nullptr;
   ExportedEvent exported_{};
+};
+
+// Words of this process's device memory that its streams write (cuStreamWriteValue32)
+// and its peers' streams wait on (kernels::cuda::EnqueueWaitWordReached on their
+// PeerMappings of exported()): ordering between processes without interprocess events.
+// Where processes take turns on one GPU (no MPS), a wait on a word costs ~10 us of
+// handover, against ~275 us for an interprocess event (tools/gpu/timeslice_probe).
+class IpcWords {
+ public:
+  IpcWords() = default;
+  // `count` words, all 0, on the current device; kUnavailable (saying why) where the
+  // driver has no stream memory operations or a first write and wait through one fail.
+  static Result<IpcWords> Create(size_t count);
+  ~IpcWords();
+  IpcWords(IpcWords&& o) noexcept : words_(std::exchange(o.words_, nullptr)), exported_(o.exported_) {}
+  IpcWords& operator=(IpcWords&& o) noexcept {
+    std::swap(words_, o.words_);
+    std::swap(exported_, o.exported_);
+    return *this;
+  }
+  IpcWords(const IpcWords&) = delete;
+  IpcWords& operator=(const IpcWords&) = delete;
+
+  bool valid() const { return words_ != nullptr; }
+  // Word i := value on `stream`, once the stream's earlier work is done and visible.
+  Status Write(void* stream, size_t i, uint32_t value) const;
+  const ExportedBuffer& exported() const { return exported_; }
+
+ private:
+  uint32_t* words_ = nullptr;  // device memory
+  ExportedBuffer exported_{};
 };
 
 // Peers' events opened in this process (cudaIpcOpenEventHandle), kept until destruction.

@@ -1,0 +1,102 @@
+#include "algos/cuda_ipc_sync.h"
+
+#include <utility>
+
+#include "kernels/cuda/signal_words.h"
+
+namespace chorus::algos {
+
+namespace ipc = transport::cuda_ipc;
+namespace kcuda = kernels::cuda;
+
+Result<SyncOffer> MakeSyncOffer(SyncState& state) {
+  if (!state.events[0].valid()) {
+    for (ipc::IpcEvent& ev : state.events) {
+      Result<ipc::IpcEvent> made = ipc::IpcEvent::Create();
+      if (!made.ok()) {
+        state.events[0] = ipc::IpcEvent();  // made again by the next call that asks
+        return made.status();
+      }
+      ev = std::move(made.value());
+    }
+  }
+  if (!state.want_words && state.no_words.empty()) state.no_words = "CHORUS_CUDA_IPC_SYNC=events";
+  if (!state.words.valid() && state.no_words.empty()) {
+    Result<ipc::IpcWords> made = ipc::IpcWords::Create(3 * kSyncSlots);
+    if (made.ok()) {
+      state.words = std::move(made.value());
+    } else {
+      state.no_words = made.status().message();
+    }
+  }
+  SyncOffer o;
+  for (int f = 0; f < 3; ++f) o.events[f] = state.events[f].exported();
+  o.next_seq = state.next_seq;
+  if (state.words.valid() && state.no_words.empty()) {
+    o.has_words = 1;
+    o.words = state.words.exported();
+  }
+  return o;
+}
+
+CallSync::CallSync(SyncState& state, const std::vector<SyncOffer>& offers, int rank)
+    : state_(state), offers_(offers), rank_(rank), peer_words_(offers.size()) {
+  words_ = true;
+  seq_ = offers[0].next_seq;
+  for (const SyncOffer& o : offers) {
+    words_ = words_ && o.has_words != 0;
+    if (static_cast<int32_t>(o.next_seq - seq_) > 0) seq_ = o.next_seq;  // the largest (cyclic)
+  }
+  state_.next_seq = seq_ + 1;
+}
+
+Status CallSync::Reach(int p, ipc::PeerMappings& mappings, Deadline deadline) {
+  if (!words_) {
+    for (const ipc::ExportedEvent& ev : offers_[p].events) {
+      Result<void*> opened = state_.peer_events.Open(ev);
+      if (!opened.ok()) return opened.status();
+    }
+    return Status::Ok();
+  }
+  Result<void*> mapped = mappings.Map(p, offers_[p].words, deadline);
+  if (!mapped.ok()) return mapped.status();
+  peer_words_[p] = static_cast<const uint32_t*>(mapped.value());
+  return Status::Ok();
+}
+
+Status CallSync::Signal(SyncPhase phase, void* stream) {
+  if (!words_) return state_.events[phase].Record(stream);
+  const uint32_t slot = seq_ % kSyncSlots;
+  if (!wrote_) {
+    // The slot's last writer must have written first (see the header).
+    const std::shared_ptr<kcuda::StreamMark>& last = state_.slot_end[slot];
+    if (last && !last->Reached()) CHORUS_RETURN_IF_ERROR(last->EnqueueWaitOn(stream));
+    wrote_ = true;
+  }
+  return state_.words.Write(stream, slot * 3 + phase, seq_);
+}
+
+Status CallSync::WaitFor(int p, SyncPhase phase, void* stream) {
+  if (!words_) return state_.peer_events.StreamWait(stream, offers_[p].events[phase]);
+  return kcuda::EnqueueWaitWordReached(stream, peer_words_[p] + (seq_ % kSyncSlots) * 3 + phase, seq_);
+}
+
+Status CallSync::WaitForPeers(SyncPhase phase, void* stream) {
+  for (int p = 0; p < static_cast<int>(offers_.size()); ++p) {
+    if (p != rank_) CHORUS_RETURN_IF_ERROR(WaitFor(p, phase, stream));
+  }
+  return Status::Ok();
+}
+
+Status CallSync::End(std::shared_ptr<kcuda::StreamMark> end, void* stream) {
+  if (!words_ || !wrote_) return Status::Ok();
+  if (!end) {
+    Result<kcuda::StreamMark> mark = kcuda::StreamMark::Record(stream);
+    if (!mark.ok()) return mark.status();
+    end = std::make_shared<kcuda::StreamMark>(std::move(mark.value()));
+  }
+  state_.slot_end[seq_ % kSyncSlots] = std::move(end);
+  return Status::Ok();
+}
+
+}  // namespace chorus::algos
