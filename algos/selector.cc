@@ -159,10 +159,11 @@ Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, con
     why_not = "CHORUS_CUDA_IPC=off on rank " + where.ipc_turned_off;
   } else if (!where.ipc_declined.empty()) {
     why_not = "CUDA IPC declined: " + where.ipc_declined;
-  } else if (!where.gpu_time_sliced.empty() && !where.stream_form && bytes <= kTimeSlicedStagedMaxBytes) {
+  } else if (!where.gpu_time_sliced.empty() && !where.ipc_words && !where.stream_form &&
+             bytes <= kTimeSlicedStagedMaxBytes) {
     why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
               std::to_string(kTimeSlicedStagedMaxBytes >> 20) + " MiB (host form)";
-  } else if (!where.gpu_time_sliced.empty() && where.stream_form && where.every_rank_signals &&
+  } else if (!where.gpu_time_sliced.empty() && !where.ipc_words && where.stream_form && where.every_rank_signals &&
              bytes <= kTimeSlicedStreamStagedMaxBytes) {
     why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
               std::to_string(kTimeSlicedStreamStagedMaxBytes >> 10) + " KiB (stream form, signal words on every rank)";

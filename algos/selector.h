@@ -57,14 +57,22 @@ struct DevicePlacement {
   // Every rank stages stream-form calls with signal words (no kernel spins on the GPU
   // while a staged call waits), learnt with gpu_time_sliced.
   bool every_rank_signals = false;
+  // Calls through CUDA IPC order the ranks' streams with words (algos/cuda_ipc_sync.h),
+  // learnt from the last such call: handing a time-sliced GPU over then costs ~10 us
+  // instead of an interprocess event's ~275, and no call is staged for it.
+  bool ipc_words = false;
 };
 
 // Up to this many bytes a host-form call of ranks that share a GPU without MPS is
-// staged: their processes' work takes turns on the GPU in time slices, and each CUDA
-// IPC call waits for its peers' streams across those turns (2 ranks on an H100,
+// staged where CUDA IPC calls order the streams with interprocess events: their
+// processes' work takes turns on the GPU in time slices, and each CUDA IPC call waits
+// for its peers' streams across those turns (2 ranks on an H100,
 // 2026-11-25: about 0.7 ms per all_reduce up to 1 MiB through CUDA IPC, 0.07-0.56 ms
 // staged over TCP; from 4 MiB CUDA IPC was faster; under MPS CUDA IPC took 0.1 ms up to
-// 1 MiB).
+// 1 MiB). With words instead (the default), 2 ranks on an H200 without MPS (2026-11-26,
+// gpu_check): an all_reduce through CUDA IPC took 0.03-0.04 ms in stream order up to
+// 1 MiB, 0.05-0.055 ms each waited for, against 0.08 ms staged at 64 KiB and 0.16 ms
+// at 256 KiB in stream order: nothing is staged then.
 constexpr size_t kTimeSlicedStagedMaxBytes = 1 << 20;
 // The same for the stream form, where every rank stages it with signal words: 2 ranks
 // on an H200 without MPS, all_reduce in stream order (2026-11-25, one run): about

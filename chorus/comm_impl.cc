@@ -388,7 +388,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   std::lock_guard<std::mutex> lock(ipc_mu_);
   const algos::DevicePlacement where{
       local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_, caller_stream.has_value(),
-      time_sliced_signals_};
+      time_sliced_signals_, ipc_words_};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);
@@ -446,16 +446,22 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   }
   device_calls_ipc_.fetch_add(1);
   if (out.value().words) device_calls_ipc_words_.fetch_add(1);
+  ipc_words_ = out.value().words;
   if (gpu_time_sliced_.empty() && !out.value().time_sliced.empty()) {
     gpu_time_sliced_ = out.value().time_sliced;
     time_sliced_signals_ = out.value().every_rank_signals;
-    CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": host-form calls up to "
+    if (ipc_words_) {
+      CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": the streams hand the GPU over with words, "
+                          << "so calls of every size keep CUDA IPC");
+    } else {
+      CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": host-form calls up to "
                         << (algos::kTimeSlicedStagedMaxBytes >> 20) << " MiB"
                         << (time_sliced_signals_ ? ", stream-form ones up to " +
                                                        std::to_string(algos::kTimeSlicedStreamStagedMaxBytes >> 10) +
                                                        " KiB,"
                                                  : "")
-                        << " are staged from now on (MPS avoids that)");
+                        << " are staged from now on (words or MPS avoid that)");
+    }
   }
   return WorkUntilMark(out.value().end, config_.timeout_ms, what);
 }

@@ -124,6 +124,7 @@ class CommunicatorImpl {
   std::string ipc_turned_off_;  // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
   std::string gpu_time_sliced_;  // ranks sharing a GPU without MPS, from the first call through CUDA IPC
   bool time_sliced_signals_ = false;  // ... and every rank stages stream-form calls with signal words
+  bool ipc_words_ = false;  // the last call through CUDA IPC ordered the streams with words
   std::atomic<uint64_t> device_calls_ipc_{0};  // the staged ones: DeviceCalls::staged()
   std::atomic<uint64_t> device_calls_ipc_words_{0};
   std::unique_ptr<Executor> executor_;

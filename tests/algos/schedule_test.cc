@@ -223,6 +223,14 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   sliced.every_rank_signals = false;
   c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  // Where CUDA IPC calls order the streams with words, time slicing stages nothing.
+  sliced.every_rank_signals = true;
+  sliced.ipc_words = true;
+  for (bool stream_form : {false, true}) {
+    sliced.stream_form = stream_form;
+    c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, sliced);
+    EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
+  }
   // Signal words without time slicing change nothing.
   DevicePlacement signals_only = local;
   signals_only.stream_form = signals_only.every_rank_signals = true;
