@@ -229,7 +229,7 @@ else
   if timeout 20 "$mps" -d; then
     sleep 1
     probe mps
-    mps_sweep="-b 64K -e 256M -f 16 -n 20 -w 5"
+    mps_sweep="-b 64K -e 256M -f 4 -n 20 -w 5"  # 64 MiB too: beside the no-MPS rows
     sweep=$mps_sweep perf_run chorus_ipc_mps chorus optional CHORUS_CUDA_IPC=always
     sweep=$mps_sweep perf_run chorus_ipc_split_mps chorus optional CHORUS_CUDA_IPC=always CHORUS_CUDA_IPC_ONE_GPU=split
     sweep=$mps_sweep perf_run chorus_tcp_mps chorus optional CHORUS_CUDA_IPC=off
