@@ -62,24 +62,21 @@ CHORUS_HD inline float BitsToFloat(uint32_t u) {
 }
 
 CHORUS_HD inline float HalfToFloat(uint16_t h) {
-#if defined(__CUDA_ARCH__)
-  // The GPU's conversion instruction for everything but inf and NaN (exact, as below;
-  // the bit-by-bit path halved fp16 reductions' speed on an H100). fp16 still reaches
-  // only 0.75x the copy bandwidth at 256 MiB on an H200 (bf16 0.99x); converting
-  // without any branch (exponent and mantissa scaled by 2^112, inf/NaN selected)
-  // measured the same there, so the limit is elsewhere.
-  if (((h >> 10) & 0x1Fu) != 0x1Fu) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-  }
-#endif
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t man = h & 0x3FFu;
-  if (exp == 0x1F) {  // inf, or NaN made quiet
-    return BitsToFloat(sign | 0x7F800000u | (man << 13) | (man != 0 ? 0x00400000u : 0u));
-  }
+  // inf, or NaN made quiet
+  const uint32_t special = sign | 0x7F800000u | (man << 13) | (man != 0 ? 0x00400000u : 0u);
+#if defined(__CUDA_ARCH__)
+  // The GPU's conversion instruction (exact, as below) for everything but inf and NaN,
+  // chosen without a branch: with a branch per element (126 in Reduce2Kernel's PTX,
+  // against 5 now) fp16 sums ran at 0.74x the copy bandwidth at 256 MiB on an H200,
+  // now 0.85x (bf16 0.98x; 2026-11-26).
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return exp == 0x1F ? BitsToFloat(special) : f;
+#else
+  if (exp == 0x1F) return BitsToFloat(special);
   if (exp != 0) return BitsToFloat(sign | ((exp + 112u) << 23) | (man << 13));  // rebias 15 -> 127
   if (man == 0) return BitsToFloat(sign);
   // Subnormal half (man * 2^-24) is a normal float: shift the leading one into place.
@@ -89,22 +86,22 @@ CHORUS_HD inline float HalfToFloat(uint16_t h) {
     --e;
   }
   return BitsToFloat(sign | (e << 23) | ((man & 0x3FFu) << 13));
+#endif
 }
 
 CHORUS_HD inline uint16_t FloatToHalf(float f) {
   const uint32_t x = FloatToBits(f);
-#if defined(__CUDA_ARCH__)
-  // Round to nearest even in hardware, overflow to inf, subnormals kept: what follows
-  // computes, for everything but NaN (whose payload rule is ours).
-  if ((x & 0x7FFFFFFFu) <= 0x7F800000u) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-  }
-#endif
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));
+  const uint16_t nan = static_cast<uint16_t>(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));  // quiet, payload kept
+#if defined(__CUDA_ARCH__)
+  // Round to nearest even in hardware, overflow to inf, subnormals kept: what follows
+  // computes, for everything but NaN (whose payload rule is ours); no branch (above).
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return ax > 0x7F800000u ? nan : h;
+#else
+  if (ax > 0x7F800000u) return nan;
   if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520 (incl. inf)
   if (ax >= 0x38800000u) {  // normal half (>= 2^-14): round at mantissa bit 13, rebias
     const uint32_t rounded = ax + 0x0FFFu + ((ax >> 13) & 1u);
@@ -120,6 +117,7 @@ CHORUS_HD inline uint16_t FloatToHalf(float f) {
   const uint32_t half = 1u << (shift - 1u);
   if (rem > half || (rem == half && (q & 1u) != 0)) ++q;  // may carry into 0x400: fine
   return static_cast<uint16_t>(sign | q);
+#endif
 }
 
 CHORUS_HD inline float BFloat16ToFloat(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
