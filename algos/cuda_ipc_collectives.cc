@@ -49,7 +49,7 @@ struct Offer {
 };
 
 // Sends `bytes` of `mine` to every peer and receives each peer's into all + p * bytes
-// (bytes 0: empty messages, "recorded").
+// (bytes 0: empty messages, "signalled").
 Status ExchangeBytes(const Context& ctx, uint32_t step, const void* mine, size_t bytes, char* all) {
   const int n = ctx.size(), r = ctx.rank();
   std::vector<transport::RequestPtr> recvs(n), sends(n);
@@ -374,6 +374,14 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
   CHORUS_RETURN_IF_ERROR(sync.End(outcome.end, stream));
   outcome.ran = true;
   outcome.words = sync.words();
+  if (!outcome.words) {
+    if (!state.sync.no_words.empty()) outcome.no_words = "this rank: " + state.sync.no_words;
+    for (int p = 0; p < n; ++p) {
+      if (p == r || offers[p].sync.has_words) continue;
+      outcome.no_words += (outcome.no_words.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) +
+                          " offers none";
+    }
+  }
   outcome.time_sliced = TimeSliced(offers);
   outcome.every_rank_signals = std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.signals != 0; });
   return outcome;

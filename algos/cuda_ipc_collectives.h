@@ -75,8 +75,10 @@ struct IpcOutcome {
   std::string time_sliced;
   // Where it ran: every rank stages stream-form calls with signal words (from the offers).
   bool every_rank_signals = false;
-  // Where it ran: the streams ordered each other with words (else with events).
+  // Where it ran: the streams ordered each other with words, else with events because
+  // of `no_words` ("CHORUS_CUDA_IPC_SYNC=events", "ranks 1, 2 offer none", ...).
   bool words = false;
+  std::string no_words;
 };
 
 // Runs `call` on `stream` (a cudaStream_t; null: the legacy default stream).

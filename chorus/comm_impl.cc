@@ -446,6 +446,10 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   }
   device_calls_ipc_.fetch_add(1);
   if (out.value().words) device_calls_ipc_words_.fetch_add(1);
+  if (!out.value().words && (ipc_words_ || device_calls_ipc_.load() == 1)) {
+    CHORUS_INFO(what << ": CUDA IPC orders the ranks' streams with interprocess events, not words ("
+                     << out.value().no_words << ")");
+  }
   ipc_words_ = out.value().words;
   if (gpu_time_sliced_.empty() && !out.value().time_sliced.empty()) {
     gpu_time_sliced_ = out.value().time_sliced;
@@ -529,8 +533,8 @@ Status CommunicatorImpl::Shutdown() {
   shut_down_ = true;
   executor_.reset();  // finishes the async collectives already posted
   {
-    // Peers' streams may still wait on this rank's interprocess events and read its
-    // buffers: let the GPU finish before the barrier, after which the events go.
+    // Peers' streams may still wait on this rank's words or interprocess events and read
+    // its buffers: let the GPU finish before the barrier, after which they go.
     std::lock_guard<std::mutex> ipc_lock(ipc_mu_);
     for (const auto& [device, state] : ipc_) {
       Status st = transport::cuda_ipc::SynchronizeDevice(device);
@@ -547,7 +551,7 @@ Status CommunicatorImpl::Shutdown() {
   transport_.reset();
   {
     // Every rank is past its calls: the CUDA IPC state goes, each on its own device
-    // (mappings and events belong to that device's context).
+    // (mappings, words and events belong to that device's context).
     std::lock_guard<std::mutex> ipc_lock(ipc_mu_);
     for (auto& [device, state] : ipc_) {
       Result<kernels::cuda::DeviceGuard> on_device = kernels::cuda::DeviceGuard::Set(device);
