@@ -319,10 +319,10 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       break;
     }
     if (Status reached = sync.Reach(p, state.mappings, ctx.deadline); !reached.ok()) {
-      const std::string why = "rank " + std::to_string(p) + "'s " + (sync.words() ? "words" : "events") + ": " +
-                              reached.message();
-      if (sync.words()) state.sync.no_words = why;  // the next calls use events
-      v.Decline(sync.words() ? kNotThisCall : kNever, why);
+      // Words that cannot be mapped: this call is staged, the next ones use events.
+      v.Decline(sync.words() ? kNotThisCall : kNever, "rank " + std::to_string(p) + "'s " +
+                                                          (sync.words() ? "words" : "events") + ": " +
+                                                          reached.message());
       break;
     }
     const auto [reads_send, reads_recv] = Reads(c, r, p);
@@ -374,14 +374,7 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
   CHORUS_RETURN_IF_ERROR(sync.End(outcome.end, stream));
   outcome.ran = true;
   outcome.words = sync.words();
-  if (!outcome.words) {
-    if (!state.sync.no_words.empty()) outcome.no_words = "this rank: " + state.sync.no_words;
-    for (int p = 0; p < n; ++p) {
-      if (p == r || offers[p].sync.has_words) continue;
-      outcome.no_words += (outcome.no_words.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) +
-                          " offers none";
-    }
-  }
+  outcome.no_words = sync.NoWordsOnce();
   outcome.time_sliced = TimeSliced(offers);
   outcome.every_rank_signals = std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.signals != 0; });
   return outcome;

@@ -75,8 +75,9 @@ struct IpcOutcome {
   std::string time_sliced;
   // Where it ran: every rank stages stream-form calls with signal words (from the offers).
   bool every_rank_signals = false;
-  // Where it ran: the streams ordered each other with words, else with events because
-  // of `no_words` ("CHORUS_CUDA_IPC_SYNC=events", "ranks 1, 2 offer none", ...).
+  // Where it ran: the streams ordered each other with words, else with events; the
+  // first call with events says why in `no_words` ("this rank: CHORUS_CUDA_IPC_SYNC=
+  // events", "rank 1 offers none", ...).
   bool words = false;
   std::string no_words;
 };

@@ -59,7 +59,10 @@ Status CallSync::Reach(int p, ipc::PeerMappings& mappings, Deadline deadline) {
     return Status::Ok();
   }
   Result<void*> mapped = mappings.Map(p, offers_[p].words, deadline);
-  if (!mapped.ok()) return mapped.status();
+  if (!mapped.ok()) {
+    state_.no_words = "mapping rank " + std::to_string(p) + "'s words: " + mapped.status().message();
+    return mapped.status();
+  }
   peer_words_[p] = static_cast<const uint32_t*>(mapped.value());
   return Status::Ok();
 }
@@ -86,6 +89,17 @@ Status CallSync::WaitForPeers(SyncPhase phase, void* stream) {
     if (p != rank_) CHORUS_RETURN_IF_ERROR(WaitFor(p, phase, stream));
   }
   return Status::Ok();
+}
+
+std::string CallSync::NoWordsOnce() {
+  if (words_ || state_.told_events) return "";
+  state_.told_events = true;
+  std::string why = state_.no_words.empty() ? "" : "this rank: " + state_.no_words;
+  for (int p = 0; p < static_cast<int>(offers_.size()); ++p) {
+    if (p == rank_ || offers_[p].has_words) continue;
+    why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) + " offers none";
+  }
+  return why;
 }
 
 Status CallSync::End(std::shared_ptr<kcuda::StreamMark> end, void* stream) {

@@ -44,7 +44,8 @@ struct SyncState {
   bool want_words = true;  // CHORUS_CUDA_IPC_SYNC=words
   std::array<transport::cuda_ipc::IpcEvent, 3> events;
   transport::cuda_ipc::IpcWords words;
-  std::string no_words;    // why this rank offers no words (empty: it does, or has not tried)
+  std::string no_words;      // why this rank offers no words (empty: it does, or has not tried)
+  bool told_events = false;  // a call said why it used events (CallSync::NoWordsOnce)
   uint32_t next_seq = 1;
   std::array<std::shared_ptr<kernels::cuda::StreamMark>, kSyncSlots> slot_end;  // the last call to write each slot
   transport::cuda_ipc::PeerEvents peer_events;
@@ -67,13 +68,17 @@ class CallSync {
  public:
   CallSync(SyncState& state, const std::vector<SyncOffer>& offers, int rank);
   bool words() const { return words_; }
-  // Makes peer p's signals reachable here (maps its words, or opens its events).
+  // Makes peer p's signals reachable here (maps its words, or opens its events). Words
+  // that cannot be mapped are not offered again: later calls use events.
   Status Reach(int p, transport::cuda_ipc::PeerMappings& mappings, Deadline deadline);
   // Signals `phase` on `stream` (in words, first guarding the slot: see above).
   Status Signal(SyncPhase phase, void* stream);
   // Makes `stream` wait for peer p's signal of `phase` (every peer's: WaitForPeers).
   Status WaitFor(int p, SyncPhase phase, void* stream);
   Status WaitForPeers(SyncPhase phase, void* stream);
+  // Where this call uses events and no call said why before: which ranks have no words
+  // and why; else "" (made once, not on every call).
+  std::string NoWordsOnce();
   // The call's work on this rank ends at `end`: what later calls on its slot wait for.
   // Where the call signalled but enqueued nothing after (declined), `end` may be null:
   // a mark is recorded on `stream`.

@@ -151,6 +151,8 @@ Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain
 
 Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const {
   std::string why_not;
+  // Ranks taking turns on a GPU whose CUDA IPC calls hand it over with events.
+  const bool sliced_events = !where.gpu_time_sliced.empty() && !where.ipc_words;
   if (world_size < 2) {
     why_not = "one rank";
   } else if (!where.all_on_this_host) {
@@ -159,11 +161,10 @@ Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, con
     why_not = "CHORUS_CUDA_IPC=off on rank " + where.ipc_turned_off;
   } else if (!where.ipc_declined.empty()) {
     why_not = "CUDA IPC declined: " + where.ipc_declined;
-  } else if (!where.gpu_time_sliced.empty() && !where.ipc_words && !where.stream_form &&
-             bytes <= kTimeSlicedStagedMaxBytes) {
+  } else if (sliced_events && !where.stream_form && bytes <= kTimeSlicedStagedMaxBytes) {
     why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
               std::to_string(kTimeSlicedStagedMaxBytes >> 20) + " MiB (host form)";
-  } else if (!where.gpu_time_sliced.empty() && !where.ipc_words && where.stream_form && where.every_rank_signals &&
+  } else if (sliced_events && where.stream_form && where.every_rank_signals &&
              bytes <= kTimeSlicedStreamStagedMaxBytes) {
     why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
               std::to_string(kTimeSlicedStreamStagedMaxBytes >> 10) + " KiB (stream form, signal words on every rank)";

@@ -446,7 +446,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   }
   device_calls_ipc_.fetch_add(1);
   if (out.value().words) device_calls_ipc_words_.fetch_add(1);
-  if (!out.value().words && (ipc_words_ || device_calls_ipc_.load() == 1)) {
+  if (!out.value().no_words.empty()) {
     CHORUS_INFO(what << ": CUDA IPC orders the ranks' streams with interprocess events, not words ("
                      << out.value().no_words << ")");
   }
