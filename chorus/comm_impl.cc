@@ -67,23 +67,39 @@ Status CommunicatorImpl::Init(const Options& options) {
     CHORUS_RETURN_IF_ERROR(Config::ProcessConfigStatus());
     config_ = Config::Process();
   }
-  // 1. Who am I, and where is the store (env://, tcp://, file://, launcher variables).
-  Result<rendezvous::InitSpec> spec =
-      rendezvous::ResolveInit(options.init_method, options.rank, options.world_size, ProcessEnv());
-  if (!spec.ok()) return spec.status();
-  spec_ = spec.value();
+  if (options.store) {
+    // The application's store (torch's): rank and size are the caller's; the interface
+    // is the one toward MASTER_ADDR where it is set (torchrun, env://).
+    if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+      return InvalidArgument("a communicator on a given store needs its rank and world size: rank " +
+                             std::to_string(options.rank) + " is not in [0, " + std::to_string(options.world_size) +
+                             ")");
+    }
+    spec_.method = "store";
+    spec_.source = "arguments";
+    spec_.rank = options.rank;
+    spec_.world_size = options.world_size;
+    spec_.master_addr = ProcessEnv()("MASTER_ADDR").value_or("");
+    rdv_ = std::make_shared<rendezvous::Rendezvous>();
+    rdv_->store = options.store;
+  } else {
+    // 1. Who am I, and where is the store (env://, tcp://, file://, launcher variables).
+    Result<rendezvous::InitSpec> spec =
+        rendezvous::ResolveInit(options.init_method, options.rank, options.world_size, ProcessEnv());
+    if (!spec.ok()) return spec.status();
+    spec_ = spec.value();
+    // 2. Meet the other ranks at the store.
+    Result<rendezvous::Rendezvous> rdv = rendezvous::Join(spec_, Deadline::AfterMs(config_.connect_timeout_ms));
+    if (!rdv.ok()) return rdv.status().WithContext("rank " + std::to_string(spec_.rank) + " rendezvous");
+    rdv_ = std::make_shared<rendezvous::Rendezvous>(std::move(rdv.value()));
+  }
   rank_ = spec_.rank;
   size_ = spec_.world_size;
   SetLogRank(rank_);
 
-  // 2. Meet the other ranks at the store.
-  Result<rendezvous::Rendezvous> rdv = rendezvous::Join(spec_, Deadline::AfterMs(config_.connect_timeout_ms));
-  if (!rdv.ok()) return rdv.status().WithContext("rank " + std::to_string(rank_) + " rendezvous");
-  rdv_ = std::make_shared<rendezvous::Rendezvous>(std::move(rdv.value()));
-
   // A store may outlive one job (a standalone store, several communicators): every
   // communicator gets its own key space, numbered by arrival.
-  Result<int64_t> arrivals = rdv_->client->Add("chorus/arrivals", 1);
+  Result<int64_t> arrivals = rdv_->store->Add("chorus/arrivals", 1);
   if (!arrivals.ok()) return arrivals.status();
   return Connect("chorus/comm" + std::to_string((arrivals.value() - 1) / size_) + "/");
 }
@@ -104,16 +120,16 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   uint64_t comm_id = 0;
   if (rank_ == 0) {
     comm_id = RandomId();
-    CHORUS_RETURN_IF_ERROR(rdv_->client->Set(prefix_ + "id", std::to_string(comm_id)));
+    CHORUS_RETURN_IF_ERROR(rdv_->store->Set(prefix_ + "id", std::to_string(comm_id)));
   } else {
-    Result<std::string> id = rdv_->client->Get(prefix_ + "id", std::chrono::milliseconds(deadline.RemainingMs()));
+    Result<std::string> id = rdv_->store->Get(prefix_ + "id", std::chrono::milliseconds(deadline.RemainingMs()));
     if (!id.ok()) return id.status().WithContext("rank " + std::to_string(rank_) + " waiting for rank 0");
     comm_id = std::stoull(id.value());
   }
 
   // Open, all-gather, choose (RDMA or TCP) and connect the transport.
   Result<TransportSetup> setup =
-      SetUpTransport(config_, *rdv_->client, prefix_, rank_, size_, comm_id, spec_.master_addr, deadline);
+      SetUpTransport(config_, *rdv_->store, prefix_, rank_, size_, comm_id, spec_.master_addr, deadline);
   if (!setup.ok()) return setup.status();
   transport_ = std::move(setup.value().transport);
   scratch_ = std::make_unique<BufferCache>(static_cast<size_t>(config_.scratch_cache_bytes));
@@ -142,7 +158,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   }
   ipc_turned_off_ = rendezvous::FormatRankList(ipc_off);
 
-  executor_ = std::make_unique<Executor>();
+  executor_ = std::make_unique<Executor>(std::chrono::microseconds(config_.spin_us));
   device_ = std::make_unique<DeviceCalls>(config_.staging_sync == "signals");
   connected_ = true;
   CHORUS_INFO("communicator ready: " << Describe());
@@ -360,7 +376,8 @@ Work CommunicatorImpl::Post(const CollectiveCall& call) {
   if (!place.ok()) return Work::Failed(place.status());
   Result<StagedRuns> runs = PrepareWindows(call);
   if (!runs.ok()) return Work::Failed(runs.status());
-  auto state = std::make_shared<TaskState>(std::chrono::milliseconds(config_.timeout_ms));
+  auto state = std::make_shared<TaskState>(std::chrono::milliseconds(config_.timeout_ms),
+                                           std::chrono::microseconds(config_.spin_us));
   if (place.value() == IoPlace::kHost) {
     executor_->Post([runs = std::move(runs.value())] { return RunOnHost(runs); }, state);
   } else {
@@ -503,7 +520,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int
   const std::string split_prefix = prefix_ + "split" + std::to_string(split_seq_.fetch_add(1)) + "/";
   // Every rank publishes (color, key); members of a color sort by (key, old rank).
   Result<std::vector<std::string>> all = rendezvous::AllGather(
-      *rdv_->client, split_prefix + "colors", rank_, size_, std::to_string(color) + " " + std::to_string(key),
+      *rdv_->store, split_prefix + "colors", rank_, size_, std::to_string(color) + " " + std::to_string(key),
       deadline);
   if (!all.ok()) return all.status().WithContext("split on rank " + std::to_string(rank_));
   if (color < 0) return std::unique_ptr<CommunicatorImpl>();
@@ -542,11 +559,11 @@ Status CommunicatorImpl::Shutdown() {
     }
   }
   Status result;
-  if (connected_ && transport_ && transport_->health().ok() && rdv_ && rdv_->client) {
+  if (connected_ && transport_ && transport_->health().ok() && rdv_ && rdv_->store) {
     // Wait (bounded) until every rank is shutting down, so that no rank closes its
     // connections while a peer still expects bytes on them.
     const Deadline deadline = Deadline::AfterMs(std::min<int64_t>(config_.timeout_ms, 60 * 1000));
-    result = rendezvous::Barrier(*rdv_->client, prefix_ + "shutdown", rank_, size_, deadline);
+    result = rendezvous::Barrier(*rdv_->store, prefix_ + "shutdown", rank_, size_, deadline);
   }
   transport_.reset();
   {
@@ -559,10 +576,10 @@ Status CommunicatorImpl::Shutdown() {
     }
     ipc_.clear();
   }
-  if (connected_ && rdv_ && rdv_->client && result.ok()) {
+  if (connected_ && rdv_ && rdv_->store && result.ok() && spec_.method != "store") {
     // The store's host must leave last: the others may still be reading the
     // barrier's answer. A failure here only means a rank left early: harmless.
-    Status st = rendezvous::Barrier(*rdv_->client, prefix_ + "left", rank_, size_, Deadline::AfterMs(10 * 1000));
+    Status st = rendezvous::Barrier(*rdv_->store, prefix_ + "left", rank_, size_, Deadline::AfterMs(10 * 1000));
     if (!st.ok()) CHORUS_INFO("not every rank confirmed leaving: " << st.ToString());
   }
   rdv_.reset();

@@ -25,6 +25,10 @@
 
 namespace chorus {
 
+namespace rendezvous {
+class Store;  // rendezvous/store.h
+}
+
 struct Options {
   // "env://" (default), "tcp://host:port" or "file:///path".
   std::string init_method = "env://";
@@ -33,6 +37,10 @@ struct Options {
   int world_size = -1;
   // Overrides of the process configuration (CHORUS_* variables); unset = from env.
   std::optional<Config> config;
+  // A store to meet the other ranks in instead of the init method's (torch's, through
+  // torch_chorus): rank and world_size must then be given. Communicators sharing a
+  // store each get their own key space, numbered by arrival.
+  std::shared_ptr<rendezvous::Store> store;
 };
 
 // A CUDA stream (a cudaStream_t) for the device-buffer forms; {} is the legacy default

@@ -30,7 +30,8 @@ struct Config {
   // Latency: after activity (bytes moved, a request posted or finished) the TCP engine
   // keeps polling (yielding the CPU between polls) this long before it sleeps, and a
   // thread waiting for a TCP send or receive polls this long after it began waiting or
-  // bytes last moved (CHORUS_SPIN_US, microseconds; 0: sleep at once).
+  // bytes last moved (CHORUS_SPIN_US, microseconds; 0: sleep at once). So do the
+  // executor of I-calls, for its next call, and a thread waiting on an I-call's Work.
   // RDMA waits do not spin (see CHORUS_IB_POLL_US for its engine).
   int64_t spin_us = 100;
   // An RDMA peer that a request waits for and that stays silent this long, even to a

@@ -3,6 +3,7 @@
 // order everywhere). A Work waits on its task's completion.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -18,7 +19,11 @@ namespace chorus::internal {
 // The completion of one task: set once by the worker, awaited by Work.
 class TaskState : public WorkState {
  public:
-  explicit TaskState(std::chrono::milliseconds default_timeout) : default_timeout_(default_timeout) {}
+  // Wait() polls `spin` (yielding the CPU) before it sleeps: a short call's result
+  // comes sooner than a sleeping thread wakes.
+  explicit TaskState(std::chrono::milliseconds default_timeout,
+                     std::chrono::microseconds spin = std::chrono::microseconds(0))
+      : default_timeout_(default_timeout), spin_(spin) {}
   void Complete(Status st);
   bool Test() override;
   Status Wait(std::chrono::milliseconds timeout) override;
@@ -27,14 +32,16 @@ class TaskState : public WorkState {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
-  Status status_;
+  std::atomic<bool> done_{false};
+  Status status_;  // set before done_
   std::chrono::milliseconds default_timeout_;
+  std::chrono::microseconds spin_;
 };
 
 class Executor {
  public:
-  Executor() = default;
+  // After a task the worker polls `spin` for the next one before it sleeps.
+  explicit Executor(std::chrono::microseconds spin = std::chrono::microseconds(0)) : spin_(spin) {}
   ~Executor();  // runs what was posted, then joins the worker
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -47,7 +54,10 @@ class Executor {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::function<Status()>, std::shared_ptr<TaskState>>> queue_;
+  std::atomic<size_t> queued_{0};  // queue_.size(), read without the lock while polling
   bool stopping_ = false;
+  bool sleeping_ = false;  // the worker waits on cv_: Post must wake it
+  const std::chrono::microseconds spin_;
   std::thread worker_;
 };
 

@@ -7,7 +7,7 @@
 
 namespace chorus {
 
-Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::StoreClient& store, const std::string& prefix,
+Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& store, const std::string& prefix,
                                       int rank, int size, uint64_t comm_id, const std::string& master_addr,
                                       Deadline deadline) {
   // 1. Open what the configuration allows: the interface that reaches the master (or

@@ -14,7 +14,7 @@
 #include "chorus/deadline.h"
 #include "chorus/status.h"
 #include "rendezvous/bootstrap.h"
-#include "rendezvous/store_client.h"
+#include "rendezvous/store.h"
 #include "transport/transport.h"
 
 namespace chorus {
@@ -25,7 +25,7 @@ struct TransportSetup {
   std::string choice;                       // "rdma: every rank has a verbs device"
 };
 
-Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::StoreClient& store, const std::string& prefix,
+Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& store, const std::string& prefix,
                                       int rank, int size, uint64_t comm_id, const std::string& master_addr,
                                       Deadline deadline);
 

@@ -35,7 +35,7 @@ int64_t ElapsedMs(Clock::time_point since) {
 // cannot be asked any more (the connection broke).
 // When the store is gone (its host gave up first), the keys the timed-out wait named
 // in `cause` still say who was missing.
-std::vector<int> MissingRanks(StoreClient& store, const std::vector<std::string>& keys, const Status& cause) {
+std::vector<int> MissingRanks(Store& store, const std::vector<std::string>& keys, const Status& cause) {
   std::vector<int> missing;
   for (size_t r = 0; r < keys.size(); ++r) {
     Result<bool> there = store.Check({keys[r]});
@@ -124,7 +124,7 @@ std::string FormatRankList(const std::vector<int>& ranks) {
   return out;
 }
 
-Result<std::vector<std::string>> AllGather(StoreClient& store, const std::string& prefix, int rank, int size,
+Result<std::vector<std::string>> AllGather(Store& store, const std::string& prefix, int rank, int size,
                                            const std::string& mine, Deadline deadline) {
   const std::string what = "all-gather '" + prefix + "' (rank " + std::to_string(rank) + ")";
   CHORUS_RETURN_IF_ERROR(CheckRank(what.c_str(), rank, size));
@@ -140,7 +140,7 @@ Result<std::vector<std::string>> AllGather(StoreClient& store, const std::string
   return NeverArrived(what, MissingRanks(store, keys, all.status()), size, ElapsedMs(start), all.status());
 }
 
-Status Barrier(StoreClient& store, const std::string& prefix, int rank, int size, Deadline deadline) {
+Status Barrier(Store& store, const std::string& prefix, int rank, int size, Deadline deadline) {
   const std::string what = "barrier '" + prefix + "' (rank " + std::to_string(rank) + ")";
   CHORUS_RETURN_IF_ERROR(CheckRank(what.c_str(), rank, size));
   const auto start = Clock::now();

@@ -9,20 +9,20 @@
 
 #include "chorus/deadline.h"
 #include "chorus/status.h"
-#include "rendezvous/store_client.h"
+#include "rendezvous/store.h"
 
 namespace chorus::rendezvous {
 
 // Every rank sets `prefix/rank` to `mine` and gets everyone's value, indexed by rank.
 // A timeout error lists the ranks that never arrived ("ranks 2, 3 of 4 never arrived
 // within 30 s"). A prefix must be used for one all-gather only.
-Result<std::vector<std::string>> AllGather(StoreClient& store, const std::string& prefix, int rank, int size,
+Result<std::vector<std::string>> AllGather(Store& store, const std::string& prefix, int rank, int size,
                                            const std::string& mine, Deadline deadline);
 
 // Returns once all `size` ranks called Barrier with this prefix. Counter based, so a
 // prefix can be reused for successive barriers; the last rank to arrive releases the
 // others with one key. A timeout error lists the ranks that never arrived.
-Status Barrier(StoreClient& store, const std::string& prefix, int rank, int size, Deadline deadline);
+Status Barrier(Store& store, const std::string& prefix, int rank, int size, Deadline deadline);
 
 // What each rank tells the others about itself.
 struct PeerInfo {

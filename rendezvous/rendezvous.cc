@@ -146,7 +146,7 @@ Result<Rendezvous> JoinTcp(const InitSpec& spec, Deadline deadline) {
     return client.status().WithContext("rank " + std::to_string(spec.rank) + " joining " + spec.method +
                                        ":// (MASTER_ADDR:MASTER_PORT = " + where + ")");
   }
-  rdv.client = std::move(client.value());
+  rdv.store = std::move(client.value());
   return rdv;
 }
 
@@ -168,12 +168,13 @@ Result<Rendezvous> HostFileStore(const InitSpec& spec, Deadline deadline) {
   rec.writer = HostName() + " pid " + std::to_string(getpid());
   Result<std::unique_ptr<StoreClient>> client = StoreClient::Connect(rec.host, rec.port, deadline);
   if (!client.ok()) return client.status().WithContext("rank 0 connecting to its own store");
-  rdv.client = std::move(client.value());
+  StoreClient& own = *client.value();
+  rdv.store = std::move(client.value());
   // The nonce goes into the store before the file exists: a rank that reads the
   // file can always verify it.
-  CHORUS_RETURN_IF_ERROR(rdv.client->Set(kWorldKey, std::to_string(spec.world_size)));
-  CHORUS_RETURN_IF_ERROR(rdv.client->Set(kNonceKey, rec.nonce));
-  CHORUS_RETURN_IF_ERROR(ClaimRank(*rdv.client, rec.nonce, 0, path));
+  CHORUS_RETURN_IF_ERROR(own.Set(kWorldKey, std::to_string(spec.world_size)));
+  CHORUS_RETURN_IF_ERROR(own.Set(kNonceKey, rec.nonce));
+  CHORUS_RETURN_IF_ERROR(ClaimRank(own, rec.nonce, 0, path));
   CHORUS_RETURN_IF_ERROR(WriteFileAtomically(path, FormatRecord(rec)));
   CHORUS_INFO("rank 0: store at " << JoinHostPort(rec.host, rec.port) << " published in " << path << " (nonce "
                                   << rec.nonce << ")");
@@ -232,7 +233,7 @@ Result<Rendezvous> FindFileStore(const InitSpec& spec, Deadline deadline) {
         Status st = rec.ok() ? TryRecord(spec, rec.value(), deadline, connect_ms, &client) : rec.status();
         if (st.ok()) {
           Rendezvous rdv;
-          rdv.client = std::move(client);
+          rdv.store = std::move(client);
           return rdv;
         }
         CHORUS_INFO("rank " << spec.rank << ": ignoring rendezvous file " << path << ": " << st.message());

@@ -24,6 +24,7 @@
 #include "chorus/deadline.h"
 #include "chorus/status.h"
 #include "rendezvous/init_method.h"
+#include "rendezvous/store.h"
 #include "rendezvous/store_client.h"
 #include "rendezvous/store_server.h"
 
@@ -31,7 +32,7 @@ namespace chorus::rendezvous {
 
 struct Rendezvous {
   std::unique_ptr<StoreServer> server;  // non-null on the rank that hosts the store
-  std::unique_ptr<StoreClient> client;
+  std::shared_ptr<Store> store;         // a StoreClient, or the application's store
 };
 
 Result<Rendezvous> Join(const InitSpec& spec, Deadline deadline);

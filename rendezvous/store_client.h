@@ -15,25 +15,27 @@
 #include "chorus/deadline.h"
 #include "chorus/status.h"
 #include "rendezvous/socket_io.h"
+#include "rendezvous/store.h"
 #include "rendezvous/store_protocol.h"
 
 namespace chorus::rendezvous {
 
-class StoreClient {
+class StoreClient : public Store {
  public:
   // Connects to host:port, retrying refused/unreachable connections until `deadline`
   // (the server may not be up yet), then PINGs to check a store is listening there.
   static Result<std::unique_ptr<StoreClient>> Connect(const std::string& host, uint16_t port, Deadline deadline);
 
-  Status Set(const std::string& key, std::string value);
+  Status Set(const std::string& key, std::string value) override;
   // Waits up to `timeout` for the key to exist; a timeout error names the key.
-  Result<std::string> Get(const std::string& key, std::chrono::milliseconds timeout);
+  Result<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
   // Waits up to `timeout` for all keys; a timeout error names the missing ones.
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Wait, then the values in the order of `keys`, in one round trip.
-  Result<std::vector<std::string>> MultiGet(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  Result<std::vector<std::string>> MultiGet(const std::vector<std::string>& keys,
+                                            std::chrono::milliseconds timeout) override;
   // Atomically adds `delta` to the integer at `key` (absent = 0); returns the new value.
-  Result<int64_t> Add(const std::string& key, int64_t delta);
+  Result<int64_t> Add(const std::string& key, int64_t delta) override;
   // Sets `key` to `desired` if it holds `expected` (absent counts as ""); returns the
   // value held afterwards ("" when absent): `desired` exactly when the swap happened
   // (or when it already held `desired`).
@@ -41,7 +43,7 @@ class StoreClient {
   // Returns whether the key existed.
   Result<bool> Delete(const std::string& key);
   // Non-blocking: are all keys present?
-  Result<bool> Check(const std::vector<std::string>& keys);
+  Result<bool> Check(const std::vector<std::string>& keys) override;
   Status Ping();
 
   // How long any request may wait for the server beyond its own timeout (default 60 s).

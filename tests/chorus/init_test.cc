@@ -5,6 +5,8 @@
 
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
+#include "rendezvous/store_client.h"
+#include "rendezvous/store_server.h"
 #include "tests/util/multiproc.h"
 
 namespace chorus {
@@ -74,6 +76,91 @@ TEST(Init, SlurmVariables) {
     setenv("SLURM_LOCALID", std::to_string(r).c_str(), 1);
     return RingHello(Options(), r, 2);
   }, mp));
+}
+
+// The application's store, under a prefix of its own as torch's PrefixStore does it:
+// what torch_chorus hands a communicator.
+class PrefixedStore : public rendezvous::Store {
+ public:
+  PrefixedStore(std::shared_ptr<rendezvous::StoreClient> client, std::string prefix)
+      : client_(std::move(client)), prefix_(std::move(prefix)) {}
+  Status Set(const std::string& key, std::string value) override { return client_->Set(prefix_ + key, value); }
+  Result<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return client_->Get(prefix_ + key, timeout);
+  }
+  Result<std::vector<std::string>> MultiGet(const std::vector<std::string>& keys,
+                                            std::chrono::milliseconds timeout) override {
+    return client_->MultiGet(Prefixed(keys), timeout);
+  }
+  Result<int64_t> Add(const std::string& key, int64_t delta) override { return client_->Add(prefix_ + key, delta); }
+  Result<bool> Check(const std::vector<std::string>& keys) override { return client_->Check(Prefixed(keys)); }
+
+ private:
+  std::vector<std::string> Prefixed(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    for (const std::string& k : keys) out.push_back(prefix_ + k);
+    return out;
+  }
+  std::shared_ptr<rendezvous::StoreClient> client_;
+  std::string prefix_;
+};
+
+// Two communicators meet in one store the application runs (no port of chorus's own),
+// each under its prefix, with explicit ranks: rank 1 of the second is rank 0 of the first.
+TEST(Init, GivenStoreWithPrefixes) {
+  auto server = rendezvous::StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const uint16_t port = server.value()->port();
+  ExpectAllOk(RunRanks(2, [&](int r) {
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    auto client = rendezvous::StoreClient::Connect("127.0.0.1", port, Deadline::AfterMs(10000));
+    RANK_OK(client.status());
+    std::shared_ptr<rendezvous::StoreClient> shared = std::move(client.value());
+    Options a;
+    a.rank = r;
+    a.world_size = 2;
+    a.store = std::make_shared<PrefixedStore>(shared, "group_a/");
+    Options b = a;
+    b.rank = 1 - r;
+    b.store = std::make_shared<PrefixedStore>(shared, "group_b/");
+    auto ca = Communicator::Create(a);
+    RANK_OK(ca.status());
+    auto cb = Communicator::Create(b);
+    RANK_OK(cb.status());
+    RANK_CHECK((*cb)->rank() == 1 - r, "second communicator's rank");
+    RANK_CHECK((*ca)->Describe().find("init store") != std::string::npos, (*ca)->Describe());
+    int x = r + 1;
+    RANK_OK((*ca)->AllReduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum));
+    RANK_CHECK(x == 3, "sum over the first communicator");
+    int y = 10 * (*cb)->rank();
+    RANK_OK((*cb)->Broadcast(&y, 1, DataType::kInt32, /*root=*/1));
+    RANK_CHECK(y == 10, "broadcast from the second communicator's rank 1");
+    RANK_OK((*cb)->Shutdown());
+    RANK_OK((*ca)->Shutdown());
+    return 0;
+  }));
+}
+
+// Rank and size are the caller's when the store is given.
+TEST(Init, GivenStoreNeedsRankAndSize) {
+  auto server = rendezvous::StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok());
+  const uint16_t port = server.value()->port();
+  // In a rank: the process configuration is read once, and later tests set theirs.
+  ExpectAllOk(RunRanks(1, [&](int) {
+    auto client = rendezvous::StoreClient::Connect("127.0.0.1", port, Deadline::AfterMs(10000));
+    RANK_OK(client.status());
+    Options o;
+    o.store = std::move(client.value());
+    o.rank = 2;
+    o.world_size = 2;
+    auto comm = Communicator::Create(o);
+    RANK_CHECK(!comm.ok(), "created with rank 2 of 2");
+    RANK_CHECK(comm.status().message().find("rank 2 is not in [0, 2)") != std::string::npos,
+               comm.status().ToString());
+    return 0;
+  }));
 }
 
 TEST(Init, MissingVariablesAreNamed) {

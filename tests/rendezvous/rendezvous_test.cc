@@ -49,22 +49,22 @@ Status JoinAndGather(const InitSpec& spec, bool* hosts_store) {
   Result<Rendezvous> rdv = Join(spec, Deadline::AfterMs(10000));
   if (!rdv.ok()) return rdv.status();
   *hosts_store = rdv.value().server != nullptr;
-  Result<std::vector<std::string>> all = AllGather(*rdv.value().client, "test/gather", spec.rank, spec.world_size,
+  Result<std::vector<std::string>> all = AllGather(*rdv.value().store, "test/gather", spec.rank, spec.world_size,
                                                    "rank " + std::to_string(spec.rank), Deadline::AfterMs(10000));
   if (!all.ok()) return all.status();
   for (int r = 0; r < spec.world_size; ++r) {
     if (all.value()[r] != "rank " + std::to_string(r)) return InternalError("wrong value for rank " + std::to_string(r));
   }
-  Status st = Barrier(*rdv.value().client, "test/done", spec.rank, spec.world_size, Deadline::AfterMs(10000));
+  Status st = Barrier(*rdv.value().store, "test/done", spec.rank, spec.world_size, Deadline::AfterMs(10000));
   if (!st.ok()) return st;
   // Keep the store alive until everyone has read the barrier's answer: the others say
   // so, and the host leaves last.
-  if (rdv.value().server == nullptr) return rdv.value().client->Set("test/left/" + std::to_string(spec.rank), "1");
+  if (rdv.value().server == nullptr) return rdv.value().store->Set("test/left/" + std::to_string(spec.rank), "1");
   std::vector<std::string> left;
   for (int r = 0; r < spec.world_size; ++r) {
     if (r != spec.rank) left.push_back("test/left/" + std::to_string(r));
   }
-  return left.empty() ? Status::Ok() : rdv.value().client->Wait(left, milliseconds(10000));
+  return left.empty() ? Status::Ok() : rdv.value().store->MultiGet(left, milliseconds(10000)).status();
 }
 
 TEST(Join, EnvWithFourRanks) {
