@@ -13,6 +13,8 @@ PACKAGES=(
   # side-by-side baselines for chorus_perf and the demo
   libgloo-dev openmpi-bin libopenmpi-dev gnuplot-nox
   python3
+  # torch_chorus: PyTorch 1.13 for the system Python, its C++ API, pybind11, pytest
+  python3-torch libtorch-dev pybind11-dev python3-pytest
 )
 
 missing=()

@@ -1,0 +1,723 @@
+#include "torch_chorus/csrc/process_group.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "torch_chorus/csrc/torch_store.h"
+
+namespace torch_chorus {
+
+// Holds every op until it is settled, so that its tensors live until chorus is done
+// with them (a caller may drop its Work), and settles, on a thread of its own, the ops
+// whose futures were asked for (DDP's), in the order they were made. An op nobody
+// waits on is settled when it reaches the front of the held ones.
+class FutureMarker {
+ public:
+  explicit FutureMarker(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+  ~FutureMarker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+    for (auto& work : held_) work->Settle(timeout_, /*give_up=*/true);
+  }
+
+  void Hold(c10::intrusive_ptr<ChorusWork> work) {
+    std::vector<c10::intrusive_ptr<ChorusWork>> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!held_.empty() && held_.front()->Done()) {
+        done.push_back(std::move(held_.front()));
+        held_.pop_front();
+      }
+      held_.push_back(std::move(work));
+    }
+    // Outside the lock: settling runs future callbacks, which may start ops.
+    for (auto& w : done) w->Settle(std::chrono::milliseconds(0), /*give_up=*/false);
+  }
+
+  // `work` gets its future marked without anyone calling wait().
+  void Watch(c10::intrusive_ptr<ChorusWork> work) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watched_.push_back(std::move(work));
+      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      c10::intrusive_ptr<ChorusWork> work;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !watched_.empty(); });
+        if (watched_.empty()) return;  // stopping, nothing left
+        work = std::move(watched_.front());
+        watched_.pop_front();
+      }
+      // chorus bounds every op by the timeout; past it (and a margin) the op is failed.
+      work->Settle(timeout_ + std::chrono::seconds(5), /*give_up=*/true);
+    }
+  }
+
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<ChorusWork>> held_;
+  std::deque<c10::intrusive_ptr<ChorusWork>> watched_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+namespace {
+
+using chorus::DataType;
+using RedOp = c10d::ReduceOp::RedOpType;
+
+// Internal point-to-point tags (all_to_all with split sizes) have bit 31 set; torch's
+// tags are below it.
+constexpr uint32_t kInternalTagBit = 1u << 31;
+
+std::optional<DataType> ChorusType(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DataType::kFloat32;
+    case at::kDouble: return DataType::kFloat64;
+    case at::kHalf: return DataType::kFloat16;
+    case at::kBFloat16: return DataType::kBFloat16;
+    case at::kChar: return DataType::kInt8;
+    case at::kByte: return DataType::kUint8;
+    case at::kBool: return DataType::kUint8;  // one byte, 0 or 1
+    case at::kInt: return DataType::kInt32;
+    case at::kLong: return DataType::kInt64;
+    default: return std::nullopt;
+  }
+}
+
+// What a data-moving op sends: the tensor's chorus type, or its bytes where chorus has
+// no such type (int16, complex, ...).
+struct Elements {
+  DataType dtype;
+  size_t count;
+};
+Elements MovedAs(const at::Tensor& t) {
+  if (std::optional<DataType> d = ChorusType(t.scalar_type())) return {*d, static_cast<size_t>(t.numel())};
+  return {DataType::kUint8, static_cast<size_t>(t.nbytes())};
+}
+
+struct Reduction {
+  DataType dtype;
+  chorus::ReduceOp op;
+};
+Reduction ReducedAs(const at::Tensor& t, RedOp op, const char* name) {
+  std::optional<DataType> d = ChorusType(t.scalar_type());
+  TORCH_CHECK(d.has_value(), "chorus: ", name, " cannot reduce ", t.scalar_type(),
+              " tensors (float32, float64, float16, bfloat16, int8, uint8, int32, int64 and bool can)");
+  const bool is_bool = t.scalar_type() == at::kBool;
+  switch (op) {
+    // bool: SUM is a logical or, PRODUCT a logical and (as ProcessGroupNCCL does).
+    case c10d::ReduceOp::SUM: return {*d, is_bool ? chorus::ReduceOp::kMax : chorus::ReduceOp::kSum};
+    case c10d::ReduceOp::PRODUCT: return {*d, is_bool ? chorus::ReduceOp::kMin : chorus::ReduceOp::kProd};
+    case c10d::ReduceOp::MIN: return {*d, chorus::ReduceOp::kMin};
+    case c10d::ReduceOp::MAX: return {*d, chorus::ReduceOp::kMax};
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(!is_bool, "chorus: ", name, " cannot average bool tensors");
+      return {*d, chorus::ReduceOp::kAvg};
+    default:
+      TORCH_CHECK(false, "chorus: ", name, " does not support reduce op ", static_cast<int>(op),
+                  " (SUM, PRODUCT, MIN, MAX, AVG; BAND, BOR, BXOR on integer and bool tensors)");
+  }
+}
+
+bool IsBitwise(RedOp op) { return op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR; }
+
+void CheckTensor(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.layout() == c10::kStrided, "chorus: ", name, " does not support ", t.layout(),
+              " tensors (dense tensors only)");
+  TORCH_CHECK(t.device().is_cpu(), "chorus: ", name, " takes CPU tensors in this build of torch_chorus, got one on ",
+              t.device());
+}
+
+void CheckOne(const std::vector<at::Tensor>& ts, const char* name) {
+  TORCH_CHECK(ts.size() == 1, "chorus: ", name, " takes one tensor per process, got ", ts.size());
+  CheckTensor(ts[0], name);
+}
+
+// All like `first` (dtype and number of elements), for list arguments.
+void CheckLike(const std::vector<at::Tensor>& ts, const at::Tensor& first, const char* name, const char* which) {
+  for (const at::Tensor& t : ts) {
+    CheckTensor(t, name);
+    TORCH_CHECK(t.scalar_type() == first.scalar_type(), "chorus: ", name, ": ", which, " tensors must all be ",
+                first.scalar_type(), ", got ", t.scalar_type());
+    TORCH_CHECK(t.numel() == first.numel(), "chorus: ", name, ": ", which, " tensors must all have ", first.numel(),
+                " elements, got ", t.numel());
+  }
+}
+
+void CheckRoot(int64_t root, int size, const char* name) {
+  TORCH_CHECK(root >= 0 && root < size, "chorus: ", name, ": root ", root, " is not a rank of this group (size ", size,
+              ")");
+}
+
+void CheckCount(const std::vector<at::Tensor>& ts, size_t n, const char* name, const char* which) {
+  TORCH_CHECK(ts.size() == n, "chorus: ", name, " needs ", n, " ", which, " tensors (one per rank), got ", ts.size());
+}
+
+// The tensor itself where it is contiguous, else a contiguous copy: chorus takes flat
+// buffers. CopyBack writes a stand-in's result into the caller's tensor.
+at::Tensor Dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+std::function<void()> CopyBack(at::Tensor dst, at::Tensor src) {
+  if (dst.is_same(src)) return nullptr;
+  return [dst, src]() mutable { dst.copy_(src); };
+}
+
+// One flat buffer of the tensors' elements, in order.
+at::Tensor Packed(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(ts.size());
+  for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive pieces of `flat` into `ts`.
+void Unpack(const at::Tensor& flat, std::vector<at::Tensor>& ts, int64_t offset = 0) {
+  for (at::Tensor& t : ts) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+void* Ptr(const at::Tensor& t) { return t.numel() == 0 ? nullptr : t.data_ptr(); }
+
+std::string OpName(const char* name, const at::Tensor& t) {
+  return std::string(name) + " of " + std::to_string(t.numel()) + " " + std::string(c10::toString(t.scalar_type()));
+}
+
+}  // namespace
+
+// ---- ChorusWork -------------------------------------------------------------
+
+ChorusWork::ChorusWork(int rank, c10d::OpType op, std::string what, std::vector<chorus::Work> works,
+                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> buffers, std::function<void()> finish,
+                       std::chrono::milliseconds timeout, std::weak_ptr<FutureMarker> marker)
+    : c10d::Work(rank, op),
+      what_(std::move(what)),
+      works_(std::move(works)),
+      outputs_(std::move(outputs)),
+      buffers_(std::move(buffers)),
+      finish_(std::move(finish)),
+      timeout_(timeout),
+      marker_(std::move(marker)) {}
+
+bool ChorusWork::Settle(std::chrono::milliseconds timeout, bool give_up) {
+  {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (settled_) return true;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  chorus::Status failed;
+  for (chorus::Work& w : works_) {
+    const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()),
+                               std::chrono::milliseconds(0));
+    chorus::Status st = w.Wait(left);
+    if (st.code() == chorus::StatusCode::kTimeout && !w.Test()) {
+      if (!give_up) return false;
+      failed = st;
+      break;
+    }
+    if (!st.ok() && failed.ok()) failed = st;
+  }
+  std::lock_guard<std::mutex> settle(settle_mu_);
+  {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (settled_) return true;
+  }
+  std::exception_ptr error;
+  if (!failed.ok()) {
+    error = std::make_exception_ptr(std::runtime_error("chorus: " + what_ + " failed: " + failed.ToString()));
+  } else if (finish_) {
+    try {
+      finish_();
+    } catch (const std::exception& e) {
+      error = std::make_exception_ptr(std::runtime_error("chorus: " + what_ + ": " + e.what()));
+    }
+  }
+  finish_ = nullptr;
+  buffers_.clear();
+  finish(error);
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    settled_ = true;
+    future = future_;
+  }
+  if (future) {
+    if (error) {
+      future->setError(error);
+    } else {
+      future->markCompleted(c10::IValue(outputs_));
+    }
+  }
+  return true;
+}
+
+bool ChorusWork::Done() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return true;
+  }
+  for (chorus::Work& w : works_) {
+    if (!w.Test()) return false;
+  }
+  return true;
+}
+
+bool ChorusWork::isCompleted() { return Done() && Settle(std::chrono::milliseconds(0), /*give_up=*/false); }
+
+bool ChorusWork::wait(std::chrono::milliseconds timeout) {
+  const std::chrono::milliseconds limit = timeout == kNoTimeout ? timeout_ : timeout;
+  if (!Settle(limit, /*give_up=*/false)) {
+    throw std::runtime_error("chorus: " + what_ + " did not complete within " + std::to_string(limit.count()) + " ms");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() {
+  bool settled = false;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (future_) return future_;
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    future = future_;
+    settled = settled_;
+  }
+  if (!settled) {
+    if (std::shared_ptr<FutureMarker> marker = marker_.lock()) {
+      marker->Watch(c10::intrusive_ptr<ChorusWork>::reclaim_copy(this));
+    }
+  } else {  // Settle ran before the future existed: mark it here, once.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exception_) {
+      future->setError(exception_);
+    } else {
+      future->markCompleted(c10::IValue(outputs_));
+    }
+  }
+  return future;
+}
+
+// ---- ProcessGroupChorus -----------------------------------------------------
+
+ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                       std::chrono::milliseconds timeout)
+    : BackendBase(rank, size), timeout_(timeout) {
+  const chorus::Status& env = chorus::Config::ProcessConfigStatus();
+  TORCH_CHECK(env.ok(), "chorus: ", env.ToString());
+  chorus::Options options;
+  options.rank = rank;
+  options.world_size = size;
+  options.store = std::make_shared<TorchStore>(store);
+  chorus::Config config = chorus::Config::Process();
+  // torch's timeout bounds set-up and every op, as with Gloo.
+  config.timeout_ms = timeout.count();
+  config.connect_timeout_ms = std::min<int64_t>(config.connect_timeout_ms, timeout.count());
+  options.config = config;
+  chorus::Result<std::unique_ptr<chorus::Communicator>> comm = chorus::Communicator::Create(options);
+  TORCH_CHECK(comm.ok(), "chorus: creating the process group on rank ", rank, " of ", size, " failed: ",
+              comm.status().ToString());
+  comm_ = std::move(comm.value());
+  marker_ = std::make_shared<FutureMarker>(timeout_);
+}
+
+ProcessGroupChorus::~ProcessGroupChorus() {
+  // Queued collectives finish (or fail) first; then the marker settles what is left.
+  comm_->Shutdown();
+  marker_.reset();
+}
+
+std::string ProcessGroupChorus::Describe() const { return comm_->Describe(); }
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::MakeWork(c10d::OpType op, std::string what,
+                                                            std::vector<chorus::Work> works,
+                                                            std::vector<at::Tensor> outputs,
+                                                            std::vector<at::Tensor> buffers,
+                                                            std::function<void()> finish) {
+  auto work = c10::make_intrusive<ChorusWork>(getRank(), op, std::move(what), std::move(works), std::move(outputs),
+                                              std::move(buffers), std::move(finish), timeout_, marker_);
+  marker_->Hold(work);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
+                                                             const c10d::BroadcastOptions& opts) {
+  CheckOne(tensors, "broadcast");
+  CheckRoot(opts.rootRank, getSize(), "broadcast");
+  at::Tensor& t = tensors[0];
+  at::Tensor buf = Dense(t);
+  const Elements e = MovedAs(buf);
+  chorus::Work w = comm_->IBroadcast(Ptr(buf), e.count, e.dtype, static_cast<int>(opts.rootRank));
+  return MakeWork(c10d::OpType::BROADCAST, OpName("broadcast", t), {w}, tensors, {buf}, CopyBack(t, buf));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
+                                                             const c10d::AllreduceOptions& opts) {
+  CheckOne(tensors, "all_reduce");
+  at::Tensor& t = tensors[0];
+  if (IsBitwise(opts.reduceOp)) return BitwiseReduce(c10d::OpType::ALLREDUCE, "all_reduce", t, opts.reduceOp, -1);
+  const Reduction r = ReducedAs(t, opts.reduceOp, "all_reduce");
+  at::Tensor buf = Dense(t);
+  chorus::Work w = comm_->IAllReduce(Ptr(buf), Ptr(buf), buf.numel(), r.dtype, r.op);
+  return MakeWork(c10d::OpType::ALLREDUCE, OpName("all_reduce", t), {w}, tensors, {buf}, CopyBack(t, buf));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                       const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "chorus: all_reduce_coalesced needs at least one tensor");
+  for (const at::Tensor& t : tensors) {
+    CheckTensor(t, "all_reduce_coalesced");
+    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "chorus: all_reduce_coalesced: tensors must all be ",
+                tensors[0].scalar_type(), ", got ", t.scalar_type());
+  }
+  TORCH_CHECK(!IsBitwise(opts.reduceOp), "chorus: all_reduce_coalesced does not support bitwise ops");
+  const Reduction r = ReducedAs(tensors[0], opts.reduceOp, "all_reduce_coalesced");
+  at::Tensor flat = Packed(tensors);
+  chorus::Work w = comm_->IAllReduce(Ptr(flat), Ptr(flat), flat.numel(), r.dtype, r.op);
+  std::vector<at::Tensor> outs = tensors;
+  return MakeWork(c10d::OpType::ALLREDUCE_COALESCED, OpName("all_reduce_coalesced", flat), {w}, tensors, {flat},
+                  [flat, outs]() mutable { Unpack(flat, outs); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  CheckOne(tensors, "reduce");
+  CheckRoot(opts.rootRank, getSize(), "reduce");
+  at::Tensor& t = tensors[0];
+  const int root = static_cast<int>(opts.rootRank);
+  if (IsBitwise(opts.reduceOp)) return BitwiseReduce(c10d::OpType::REDUCE, "reduce", t, opts.reduceOp, root);
+  const Reduction r = ReducedAs(t, opts.reduceOp, "reduce");
+  at::Tensor buf = Dense(t);
+  chorus::Work w = comm_->IReduce(Ptr(buf), Ptr(buf), buf.numel(), r.dtype, r.op, root);
+  return MakeWork(c10d::OpType::REDUCE, OpName("reduce", t), {w}, tensors, {buf},
+                  getRank() == root ? CopyBack(t, buf) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::BitwiseReduce(c10d::OpType op, const char* name, at::Tensor& t,
+                                                                 RedOp rop, int root) {
+  TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/true), "chorus: ", name,
+              ": bitwise ops take integer or bool tensors, got ", t.scalar_type());
+  at::Tensor in = Dense(t);
+  at::Tensor all = at::empty({getSize(), in.numel()}, in.options());
+  const Elements e = MovedAs(in);
+  chorus::Work w = comm_->IAllGather(Ptr(in), Ptr(all), e.count, e.dtype);
+  std::function<void()> finish;
+  if (root < 0 || root == getRank()) {
+    finish = [t, all, rop]() mutable {
+      at::Tensor acc = all[0].clone();
+      for (int64_t r = 1; r < all.size(0); ++r) {
+        if (rop == c10d::ReduceOp::BAND) acc.bitwise_and_(all[r]);
+        if (rop == c10d::ReduceOp::BOR) acc.bitwise_or_(all[r]);
+        if (rop == c10d::ReduceOp::BXOR) acc.bitwise_xor_(all[r]);
+      }
+      t.copy_(acc.view(t.sizes()));
+    };
+  }
+  return MakeWork(op, OpName(name, t), {w}, {t}, {in, all}, std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllgatherOptions&) {
+  CheckOne(inputs, "all_gather");
+  TORCH_CHECK(outputs.size() == 1, "chorus: all_gather takes one output list per process, got ", outputs.size());
+  at::Tensor in = Dense(inputs[0]);
+  CheckCount(outputs[0], getSize(), "all_gather", "output");
+  CheckLike(outputs[0], in, "all_gather", "output");
+  at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
+  const Elements e = MovedAs(in);
+  chorus::Work w = comm_->IAllGather(Ptr(in), Ptr(flat), e.count, e.dtype);
+  std::vector<at::Tensor> outs = outputs[0];
+  return MakeWork(c10d::OpType::ALLGATHER, OpName("all_gather", in), {w}, outs, {in, flat},
+                  [flat, outs]() mutable { Unpack(flat, outs); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                   const c10d::AllgatherOptions&) {
+  CheckTensor(input, "_allgather_base");
+  CheckTensor(output, "_allgather_base");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: _allgather_base: output is ",
+              output.scalar_type(), ", input ", input.scalar_type());
+  TORCH_CHECK(output.numel() == input.numel() * getSize(), "chorus: _allgather_base: output has ", output.numel(),
+              " elements, needs ", input.numel() * getSize(), " (input ", input.numel(), " x ", getSize(), " ranks)");
+  at::Tensor in = Dense(input);
+  at::Tensor out = Dense(output);
+  const Elements e = MovedAs(in);
+  chorus::Work w = comm_->IAllGather(Ptr(in), Ptr(out), e.count, e.dtype);
+  return MakeWork(c10d::OpType::_ALLGATHER_BASE, OpName("_allgather_base", in), {w}, {output}, {in, out},
+                  CopyBack(output, out));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                       std::vector<at::Tensor>& inputs,
+                                                                       const c10d::AllgatherOptions&) {
+  TORCH_CHECK(!inputs.empty(), "chorus: all_gather_coalesced needs at least one tensor");
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()), "chorus: all_gather_coalesced needs ", getSize(),
+              " output lists (one per rank), got ", outputs.size());
+  for (const at::Tensor& t : inputs) {
+    CheckTensor(t, "all_gather_coalesced");
+    TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type(), "chorus: all_gather_coalesced: inputs must all be ",
+                inputs[0].scalar_type(), ", got ", t.scalar_type());
+  }
+  for (const std::vector<at::Tensor>& list : outputs) {
+    CheckCount(list, inputs.size(), "all_gather_coalesced", "output");
+    for (size_t i = 0; i < list.size(); ++i) CheckLike({list[i]}, inputs[i], "all_gather_coalesced", "output");
+  }
+  at::Tensor flat_in = Packed(inputs);
+  at::Tensor flat_out = at::empty({getSize() * flat_in.numel()}, flat_in.options());
+  const Elements e = MovedAs(flat_in);
+  chorus::Work w = comm_->IAllGather(Ptr(flat_in), Ptr(flat_out), e.count, e.dtype);
+  std::vector<std::vector<at::Tensor>> outs = outputs;
+  std::vector<at::Tensor> all;
+  for (const auto& list : outs) all.insert(all.end(), list.begin(), list.end());
+  return MakeWork(c10d::OpType::ALLGATHER_COALESCED, OpName("all_gather_coalesced", flat_in), {w}, all,
+                  {flat_in, flat_out},
+                  [flat_out, outs, n = flat_in.numel()]() mutable {
+                    for (size_t r = 0; r < outs.size(); ++r) Unpack(flat_out, outs[r], static_cast<int64_t>(r) * n);
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::GatherOptions& opts) {
+  CheckOne(inputs, "gather");
+  CheckRoot(opts.rootRank, getSize(), "gather");
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor in = Dense(inputs[0]);
+  const Elements e = MovedAs(in);
+  at::Tensor flat;
+  std::function<void()> finish;
+  std::vector<at::Tensor> outs;
+  if (getRank() == root) {
+    TORCH_CHECK(outputs.size() == 1, "chorus: gather on the root takes one output list, got ", outputs.size());
+    CheckCount(outputs[0], getSize(), "gather", "output");
+    CheckLike(outputs[0], in, "gather", "output");
+    flat = at::empty({getSize() * in.numel()}, in.options());
+    outs = outputs[0];
+    finish = [flat, outs]() mutable { Unpack(flat, outs); };
+  } else {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                "chorus: gather: only the root (rank ", root, ") takes output tensors");
+  }
+  chorus::Work w = comm_->IGather(Ptr(in), flat.defined() ? Ptr(flat) : nullptr, e.count, e.dtype, root);
+  return MakeWork(c10d::OpType::GATHER, OpName("gather", in), {w}, outs, {in, flat}, std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tensor>& outputs,
+                                                           std::vector<std::vector<at::Tensor>>& inputs,
+                                                           const c10d::ScatterOptions& opts) {
+  CheckOne(outputs, "scatter");
+  CheckRoot(opts.rootRank, getSize(), "scatter");
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor& t = outputs[0];
+  at::Tensor out = Dense(t);
+  at::Tensor flat;
+  if (getRank() == root) {
+    TORCH_CHECK(inputs.size() == 1, "chorus: scatter on the root takes one input list, got ", inputs.size());
+    CheckCount(inputs[0], getSize(), "scatter", "input");
+    CheckLike(inputs[0], out, "scatter", "input");
+    flat = Packed(inputs[0]);
+  } else {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                "chorus: scatter: only the root (rank ", root, ") takes input tensors");
+  }
+  const Elements e = MovedAs(out);
+  chorus::Work w = comm_->IScatter(flat.defined() ? Ptr(flat) : nullptr, Ptr(out), e.count, e.dtype, root);
+  return MakeWork(c10d::OpType::SCATTER, OpName("scatter", t), {w}, outputs, {flat, out}, CopyBack(t, out));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                  std::vector<std::vector<at::Tensor>>& inputs,
+                                                                  const c10d::ReduceScatterOptions& opts) {
+  CheckOne(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1, "chorus: reduce_scatter takes one input list per process, got ", inputs.size());
+  at::Tensor& t = outputs[0];
+  CheckCount(inputs[0], getSize(), "reduce_scatter", "input");
+  CheckLike(inputs[0], t, "reduce_scatter", "input");
+  TORCH_CHECK(!IsBitwise(opts.reduceOp), "chorus: reduce_scatter does not support bitwise ops");
+  const Reduction r = ReducedAs(t, opts.reduceOp, "reduce_scatter");
+  at::Tensor flat = Packed(inputs[0]);
+  at::Tensor out = Dense(t);
+  chorus::Work w = comm_->IReduceScatter(Ptr(flat), Ptr(out), out.numel(), r.dtype, r.op);
+  return MakeWork(c10d::OpType::REDUCE_SCATTER, OpName("reduce_scatter", t), {w}, outputs, {flat, out},
+                  CopyBack(t, out));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                        const c10d::ReduceScatterOptions& opts) {
+  CheckTensor(input, "_reduce_scatter_base");
+  CheckTensor(output, "_reduce_scatter_base");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: _reduce_scatter_base: output is ",
+              output.scalar_type(), ", input ", input.scalar_type());
+  TORCH_CHECK(input.numel() == output.numel() * getSize(), "chorus: _reduce_scatter_base: input has ", input.numel(),
+              " elements, needs ", output.numel() * getSize(), " (output ", output.numel(), " x ", getSize(),
+              " ranks)");
+  TORCH_CHECK(!IsBitwise(opts.reduceOp), "chorus: _reduce_scatter_base does not support bitwise ops");
+  const Reduction r = ReducedAs(output, opts.reduceOp, "_reduce_scatter_base");
+  at::Tensor in = Dense(input);
+  at::Tensor out = Dense(output);
+  chorus::Work w = comm_->IReduceScatter(Ptr(in), Ptr(out), out.numel(), r.dtype, r.op);
+  return MakeWork(c10d::OpType::_REDUCE_SCATTER_BASE, OpName("_reduce_scatter_base", output), {w}, {output},
+                  {in, out}, CopyBack(output, out));
+}
+
+std::vector<chorus::Work> ProcessGroupChorus::AllToAllV(const std::vector<const void*>& send,
+                                                        const std::vector<size_t>& send_bytes,
+                                                        const std::vector<void*>& recv,
+                                                        const std::vector<size_t>& recv_bytes) {
+  const int me = getRank();
+  TORCH_CHECK(send_bytes[me] == recv_bytes[me], "chorus: all_to_all: rank ", me, " sends itself ", send_bytes[me],
+              " bytes but expects ", recv_bytes[me]);
+  if (send_bytes[me] > 0) std::memcpy(recv[me], send[me], send_bytes[me]);
+  // Every rank calls all_to_all in the same order, so the counter names the same call.
+  const uint32_t tag = kInternalTagBit | (alltoallv_seq_.fetch_add(1) & ~kInternalTagBit);
+  std::vector<chorus::Work> works;
+  // Receives first: a large send completes only once its receive is posted.
+  for (int p = 0; p < getSize(); ++p) {
+    if (p != me) works.push_back(comm_->IRecv(recv[p], recv_bytes[p], p, tag));
+  }
+  for (int p = 0; p < getSize(); ++p) {
+    if (p != me) works.push_back(comm_->ISend(send[p], send_bytes[p], p, tag));
+  }
+  return works;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                 std::vector<int64_t>& output_split_sizes,
+                                                                 std::vector<int64_t>& input_split_sizes,
+                                                                 const c10d::AllToAllOptions&) {
+  CheckTensor(input, "all_to_all_single");
+  CheckTensor(output, "all_to_all_single");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: all_to_all_single: output is ",
+              output.scalar_type(), ", input ", input.scalar_type());
+  const int n = getSize();
+  at::Tensor in = Dense(input);
+  at::Tensor out = Dense(output);
+  if (output_split_sizes.empty() && input_split_sizes.empty()) {
+    TORCH_CHECK(in.numel() == out.numel() && in.numel() % n == 0, "chorus: all_to_all_single: input (",
+                in.numel(), " elements) and output (", out.numel(), ") must be equal and divisible by ", n,
+                " ranks");
+    const Elements e = MovedAs(in);
+    chorus::Work w = comm_->IAllToAll(Ptr(in), Ptr(out), e.count / n, e.dtype);
+    return MakeWork(c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), {w}, {output}, {in, out},
+                    CopyBack(output, out));
+  }
+  // Split sizes count rows (dim 0); empty means equal parts.
+  auto offsets = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* which) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    if (splits.empty()) {
+      TORCH_CHECK(rows % n == 0, "chorus: all_to_all_single: ", which, " has ", rows, " rows, not divisible by ", n);
+      splits.assign(n, rows / n);
+    }
+    TORCH_CHECK(static_cast<int>(splits.size()) == n, "chorus: all_to_all_single: ", splits.size(), " ", which,
+                " split sizes for ", n, " ranks");
+    int64_t total = 0;
+    for (int64_t s : splits) {
+      TORCH_CHECK(s >= 0, "chorus: all_to_all_single: negative ", which, " split size ", s);
+      total += s;
+    }
+    TORCH_CHECK(total == rows, "chorus: all_to_all_single: ", which, " split sizes add up to ", total, ", it has ",
+                rows, " rows");
+    const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / rows;
+    std::vector<size_t> off(n), bytes(n);
+    size_t at = 0;
+    for (int p = 0; p < n; ++p) {
+      off[p] = at;
+      bytes[p] = static_cast<size_t>(splits[p]) * row_bytes;
+      at += bytes[p];
+    }
+    return std::make_pair(off, bytes);
+  };
+  auto [in_off, in_bytes] = offsets(in, input_split_sizes, "input");
+  auto [out_off, out_bytes] = offsets(out, output_split_sizes, "output");
+  std::vector<const void*> send(n);
+  std::vector<void*> recv(n);
+  for (int p = 0; p < n; ++p) {
+    send[p] = static_cast<const char*>(in.data_ptr()) + in_off[p];
+    recv[p] = static_cast<char*>(out.data_ptr()) + out_off[p];
+  }
+  std::vector<chorus::Work> works = AllToAllV(send, in_bytes, recv, out_bytes);
+  return MakeWork(c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), std::move(works), {output},
+                  {in, out}, CopyBack(output, out));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllToAllOptions&) {
+  const int n = getSize();
+  CheckCount(inputs, n, "all_to_all", "input");
+  CheckCount(outputs, n, "all_to_all", "output");
+  std::vector<at::Tensor> ins, outs;
+  std::vector<const void*> send(n);
+  std::vector<void*> recv(n);
+  std::vector<size_t> send_bytes(n), recv_bytes(n);
+  std::vector<std::function<void()>> copy_back;
+  for (int p = 0; p < n; ++p) {
+    CheckTensor(inputs[p], "all_to_all");
+    CheckTensor(outputs[p], "all_to_all");
+    TORCH_CHECK(inputs[p].scalar_type() == outputs[p].scalar_type(), "chorus: all_to_all: input ", p, " is ",
+                inputs[p].scalar_type(), ", output ", p, " is ", outputs[p].scalar_type());
+    ins.push_back(Dense(inputs[p]));
+    outs.push_back(Dense(outputs[p]));
+    send[p] = ins[p].data_ptr();
+    recv[p] = outs[p].data_ptr();
+    send_bytes[p] = ins[p].nbytes();
+    recv_bytes[p] = outs[p].nbytes();
+    if (std::function<void()> c = CopyBack(outputs[p], outs[p])) copy_back.push_back(std::move(c));
+  }
+  std::vector<chorus::Work> works = AllToAllV(send, send_bytes, recv, recv_bytes);
+  std::vector<at::Tensor> keep = ins;
+  keep.insert(keep.end(), outs.begin(), outs.end());
+  return MakeWork(c10d::OpType::ALLTOALL, OpName("all_to_all", ins[0]), std::move(works), outputs, std::move(keep),
+                  [copy_back]() {
+                    for (const auto& c : copy_back) c();
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions&) {
+  return MakeWork(c10d::OpType::BARRIER, "barrier", {comm_->IBarrier()}, {}, {});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  CheckOne(tensors, "send");
+  TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "chorus: send: destination ", dst,
+              " is not another rank of this group (rank ", getRank(), " of ", getSize(), ")");
+  TORCH_CHECK(tag >= 0, "chorus: send: tag ", tag, " is negative");
+  at::Tensor buf = Dense(tensors[0]);
+  chorus::Work w = comm_->ISend(Ptr(buf), buf.nbytes(), dst, static_cast<uint32_t>(tag));
+  return MakeWork(c10d::OpType::SEND, OpName("send", buf) + " to rank " + std::to_string(dst), {w}, tensors, {buf});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  CheckOne(tensors, "recv");
+  TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "chorus: recv: source ", src,
+              " is not another rank of this group (rank ", getRank(), " of ", getSize(), ")");
+  TORCH_CHECK(tag >= 0, "chorus: recv: tag ", tag, " is negative");
+  at::Tensor& t = tensors[0];
+  at::Tensor buf = Dense(t);
+  chorus::Work w = comm_->IRecv(Ptr(buf), buf.nbytes(), src, static_cast<uint32_t>(tag));
+  return MakeWork(c10d::OpType::RECV, OpName("recv", buf) + " from rank " + std::to_string(src), {w}, tensors, {buf},
+                  CopyBack(t, buf));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false, "chorus: recv from any source (dist.recv without src) is not supported: name the source rank");
+}
+
+}  // namespace torch_chorus
