@@ -7,6 +7,10 @@
 
 namespace py = pybind11;
 
+#ifndef TORCH_CHORUS_TORCH_VERSION  // set by the Bazel build (third_party/torch)
+#define TORCH_CHORUS_TORCH_VERSION "unknown"
+#endif
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "chorus collectives as a torch.distributed backend";
   // The base class is torch's, registered by torch._C._distributed_c10d (imported

@@ -339,7 +339,8 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
 
 ProcessGroupChorus::~ProcessGroupChorus() {
   // Queued collectives finish (or fail) first; then the marker settles what is left.
-  comm_->Shutdown();
+  chorus::Status st = comm_->Shutdown();
+  if (!st.ok()) TORCH_WARN("chorus: shutting down rank ", getRank(), " of ", getSize(), ": ", st.ToString());
   marker_.reset();
 }
 
