@@ -36,6 +36,7 @@ import math
 import os
 import platform
 import re
+import resource
 import statistics
 import sys
 import time
@@ -209,6 +210,40 @@ class Bench:
         t = self.torch.tensor([value], dtype=self.torch.int64)
         self.dist.all_reduce(t, group=self.ctrl)
         return int(t.item())
+
+    # -- was the machine busy with something else? (every rank on this host only) -----
+    @staticmethod
+    def _machine_cpu():
+        """CPU seconds the machine spent in user+nice+system (/proc/stat; not irq/softirq,
+        where loopback traffic is often counted), or None off Linux."""
+        try:
+            with open("/proc/stat") as f:
+                v = f.readline().split()
+            return (int(v[1]) + int(v[2]) + int(v[3])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
+    @staticmethod
+    def _own_cpu():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def cpu_mark(self):
+        self.dist.barrier(group=self.ctrl)
+        return (time.monotonic(), self._machine_cpu(), self._own_cpu())
+
+    def cpu_other(self, mark):
+        """(CPU seconds other processes used since `mark`, CPU seconds available), or None:
+        the machine's busy time less what every rank used (they must share the host)."""
+        end = self.cpu_mark()
+        t = self.torch.tensor([end[2] - mark[2]], dtype=self.torch.float64)
+        self.dist.all_reduce(t, group=self.ctrl)
+        one_host = int(os.environ.get("LOCAL_WORLD_SIZE", "0")) == self.world or \
+            os.environ.get("TORCH_BENCH_ONE_HOST") == "1"
+        if mark[1] is None or end[1] is None or not one_host:
+            return None
+        other = (end[1] - mark[1]) - t.item()
+        return max(0.0, other), (end[0] - mark[0]) * (os.cpu_count() or 1)
 
     def progress(self, msg):
         if self.rank == 0 and not self.args.quiet:
@@ -396,6 +431,16 @@ class Bench:
                      f"{os.cpu_count()} CPUs on {platform.node()}; torch threads per rank: {a.threads}; "
                      f"1-min load average {self.load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
                      f"(the benchmark's own ranks included); {time.monotonic() - self.t_start:.0f} s")
+        busy = []
+        for part, v in self.other_cpu.items():
+            if v is not None:
+                busy.append(f"{part} {v[0]:.0f} of {v[1]:.0f} CPU-s ({100 * v[0] / max(v[1], 1e-9):.0f}%)")
+        if busy:
+            worst = max(v[0] / max(v[1], 1e-9) for v in self.other_cpu.values() if v is not None)
+            lines.append("- CPU used by other processes on this machine during the run (its busy time "
+                         "less the ranks' own): " + ", ".join(busy) +
+                         (" — **the machine was busy with something else: timings are disturbed**"
+                          if worst > 0.10 else ""))
         setup = os.environ.get("TORCH_BENCH_SETUP", "launched by hand")
         lines.append(f"- {setup}; MASTER_ADDR={os.environ.get('MASTER_ADDR')}, CHORUS_SOCKET_IFNAME={ifname}, "
                      f"GLOO_SOCKET_IFNAME={gifname}; default group {a.backends[0]}, "
@@ -445,8 +490,15 @@ class Bench:
         a = self.args
         self.progress(f"{self.world} ranks, backends {a.backends}, sizes {human(a.sizes[0])}.."
                       f"{human(a.sizes[-1])}" if a.sizes else "")
+        self.other_cpu = {}
+        mark = self.cpu_mark()
         rows = self.bench_collectives() if a.collectives else []
+        if rows:
+            self.other_cpu["collectives"] = self.cpu_other(mark)
+        mark = self.cpu_mark()
         ddp = self.bench_ddp() if a.ddp else None
+        if ddp:
+            self.other_cpu["DDP"] = self.cpu_other(mark)
         bad = sum(r[k]["wrong"] for r in rows for k in (0, 1))
         if ddp:
             bad += sum(r["replica_diff"] or 0 for r in ddp["results"])

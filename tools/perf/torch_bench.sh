@@ -147,6 +147,7 @@ if ((netns)); then
   [[ -x "$TWO_NODES_RUN" ]] || die "missing $TWO_NODES_RUN"
   per_node=$((nranks / 2))
   export TORCH_BENCH_SETUP="$nranks ranks in two network namespaces joined by a veth pair, $per_node per namespace"
+  export TORCH_BENCH_ONE_HOST=1  # the namespaces share this machine's CPUs
   echo "$PROG: $TORCH_BENCH_SETUP (10.77.0.1, 10.77.0.2)" >&2
   # run_two_nodes.sh prefixes every line with [node0]/[node1]: keep rank 0's report clean.
   set +e
