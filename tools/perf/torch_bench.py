@@ -47,13 +47,14 @@ _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 
 INSTALL_HINT = """\
 torch_bench: cannot import torch_chorus ({err}).
   PYTHONPATH (or --pkg DIR) must name a directory that holds the torch_chorus package:
-  torch_chorus/__init__.py and the built torch_chorus/_C.so. To build and install it:
-      tools/torch/install.sh
-  or by hand:
+  torch_chorus/__init__.py and the built torch_chorus/_C.so. To build and install it
+  (into the system Python, or with --target DIR somewhere PYTHONPATH then names):
+      tools/torch/install.sh [--target DIR]
+  or by hand, from the repository root:
       bazel build //torch_chorus:all
       mkdir -p /tmp/tbpkg/torch_chorus
       ln -sf $PWD/torch_chorus/*.py $PWD/bazel-bin/torch_chorus/_C.so /tmp/tbpkg/torch_chorus/
-      PYTHONPATH=/tmp/tbpkg {prog} ...
+      tools/perf/torch_bench.sh --pkg /tmp/tbpkg ...   (or PYTHONPATH=/tmp/tbpkg)
   (use the system interpreter, /usr/bin/python3: it is the one with PyTorch)"""
 
 
@@ -176,7 +177,7 @@ def import_backends(args):
         try:
             import torch_chorus  # noqa: F401  (registers the "chorus" backend)
         except Exception as e:  # ImportError, or an OSError from loading _C.so
-            print(INSTALL_HINT.format(err=f"{type(e).__name__}: {e}", prog=sys.argv[0]),
+            print(INSTALL_HINT.format(err=f"{type(e).__name__}: {e}"),
                   file=sys.stderr)
             sys.exit(2)
         return torch_chorus
@@ -228,22 +229,45 @@ class Bench:
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    @staticmethod
+    def _kthreads_cpu():
+        """CPU seconds of kernel threads (ksoftirqd, kworkers: network processing for the
+        ranks' own traffic lands there), so that it is not blamed on other processes."""
+        total, hz = 0, os.sysconf("SC_CLK_TCK")
+        try:
+            pids = [d for d in os.listdir("/proc") if d.isdigit()]
+        except OSError:
+            return 0.0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            if int(fields[6]) & 0x00200000:  # PF_KTHREAD
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / hz
+
     def cpu_mark(self):
         self.dist.barrier(group=self.ctrl)
-        return (time.monotonic(), self._machine_cpu(), self._own_cpu())
+        if self.rank == 0:
+            return (time.monotonic(), self._machine_cpu(), self._own_cpu(), self._kthreads_cpu())
+        return (time.monotonic(), None, self._own_cpu(), None)
 
     def cpu_other(self, mark):
-        """(CPU seconds other processes used since `mark`, CPU seconds available), or None:
-        the machine's busy time less what every rank used (they must share the host)."""
+        """(CPU s other processes used since `mark`, CPU s of kernel threads, CPU s available),
+        or None: the machine's busy time less the ranks' and the kernel threads' (so only
+        when every rank runs on this machine)."""
         end = self.cpu_mark()
         t = self.torch.tensor([end[2] - mark[2]], dtype=self.torch.float64)
         self.dist.all_reduce(t, group=self.ctrl)
         one_host = int(os.environ.get("LOCAL_WORLD_SIZE", "0")) == self.world or \
             os.environ.get("TORCH_BENCH_ONE_HOST") == "1"
-        if mark[1] is None or end[1] is None or not one_host:
+        if self.rank != 0 or mark[1] is None or end[1] is None or not one_host:
             return None
-        other = (end[1] - mark[1]) - t.item()
-        return max(0.0, other), (end[0] - mark[0]) * (os.cpu_count() or 1)
+        kthreads = end[3] - mark[3]
+        other = (end[1] - mark[1]) - t.item() - kthreads
+        return max(0.0, other), kthreads, (end[0] - mark[0]) * (os.cpu_count() or 1)
 
     def progress(self, msg):
         if self.rank == 0 and not self.args.quiet:
@@ -434,13 +458,15 @@ class Bench:
         busy = []
         for part, v in self.other_cpu.items():
             if v is not None:
-                busy.append(f"{part} {v[0]:.0f} of {v[1]:.0f} CPU-s ({100 * v[0] / max(v[1], 1e-9):.0f}%)")
+                busy.append(f"{part}: other processes {v[0]:.0f} of {v[2]:.0f} CPU-s available "
+                            f"({100 * v[0] / max(v[2], 1e-9):.0f}%), kernel threads {v[1]:.0f}")
         if busy:
-            worst = max(v[0] / max(v[1], 1e-9) for v in self.other_cpu.values() if v is not None)
-            lines.append("- CPU used by other processes on this machine during the run (its busy time "
-                         "less the ranks' own): " + ", ".join(busy) +
+            worst = max(v[0] / max(v[2], 1e-9) for v in self.other_cpu.values() if v is not None)
+            lines.append("- CPU used beside the ranks (the machine's busy time less the ranks' own): "
+                         + "; ".join(busy) +
                          (" — **the machine was busy with something else: timings are disturbed**"
-                          if worst > 0.10 else ""))
+                          if worst > 0.20 else " (up to ~10% is accounting noise: /proc/stat is "
+                                                "sampled at ticks)"))
         setup = os.environ.get("TORCH_BENCH_SETUP", "launched by hand")
         lines.append(f"- {setup}; MASTER_ADDR={os.environ.get('MASTER_ADDR')}, CHORUS_SOCKET_IFNAME={ifname}, "
                      f"GLOO_SOCKET_IFNAME={gifname}; default group {a.backends[0]}, "
