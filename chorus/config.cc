@@ -32,9 +32,14 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   Result<std::string> engine = EnvChoice(env, "CHORUS_TCP_ENGINE", c.tcp_engine, {"auto", "uring", "epoll"});
   if (!engine.ok()) return engine.status();
   c.tcp_engine = engine.value();
-  Result<std::string> transport = EnvChoice(env, "CHORUS_TRANSPORT", c.transport, {"auto", "tcp", "rdma"});
+  Result<std::string> transport = EnvChoice(env, "CHORUS_TRANSPORT", c.transport, {"auto", "shm", "tcp", "rdma"});
   if (!transport.ok()) return transport.status();
   c.transport = transport.value();
+  if (auto v = env("CHORUS_HOSTID")) c.host_id = *v;
+  if (auto v = env("CHORUS_SHM_DIR")) c.shm_dir = *v;
+  Result<std::string> single = EnvChoice(env, "CHORUS_SHM_SINGLE_COPY", c.shm_single_copy, {"auto", "on", "off"});
+  if (!single.ok()) return single.status();
+  c.shm_single_copy = single.value();
   Result<std::string> ipc = EnvChoice(env, "CHORUS_CUDA_IPC", c.cuda_ipc, {"auto", "off", "always"});
   if (!ipc.ok()) return ipc.status();
   c.cuda_ipc = ipc.value();

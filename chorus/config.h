@@ -15,9 +15,23 @@ struct Config {
   int64_t timeout_ms = 30 * 60 * 1000;
   // Deadline for rendezvous and connection set-up (CHORUS_CONNECT_TIMEOUT, seconds).
   int64_t connect_timeout_ms = 5 * 60 * 1000;
-  // Transport between ranks (CHORUS_TRANSPORT): "auto" (RDMA when every rank has a
-  // verbs device, else TCP), "tcp", "rdma" (an error naming the ranks without one).
+  // Transport between ranks (CHORUS_TRANSPORT): "auto" (shared memory between the
+  // ranks of one host, and between hosts RDMA when every rank has a verbs device, else
+  // TCP), "shm" (as auto, but an error where ranks of one host cannot share memory),
+  // "tcp" (TCP between every pair, the ranks of one host too), "rdma" (RDMA between
+  // every pair; an error naming the ranks without a verbs device).
   std::string transport = "auto";
+  // This host's identity (CHORUS_HOSTID, as NCCL_HOSTID): ranks with equal identities
+  // are on one host. Empty: hostname, kernel boot id and network namespace.
+  std::string host_id;
+  // Where shared-memory segments are created (CHORUS_SHM_DIR); each is unlinked once
+  // every local peer mapped it.
+  std::string shm_dir = "/dev/shm";
+  // Large shared-memory messages are read straight from the sender's memory
+  // (process_vm_readv) instead of copied through a ring twice (CHORUS_SHM_SINGLE_COPY):
+  // "auto" (where the kernel allows it and a probe at set-up finds it faster), "on"
+  // (wherever allowed), "off".
+  std::string shm_single_copy = "auto";
   // RDMA device and port (CHORUS_IB_HCA, "mlx5_0" or "mlx5_0:1"; empty: automatic) and
   // GID index (CHORUS_IB_GID_INDEX; -1: the RoCE v2 GID of the interface in use).
   std::string ib_hca;

@@ -1,11 +1,64 @@
 #include "chorus/transport_setup.h"
 
+#include <map>
+
 #include "chorus/log.h"
 #include "rendezvous/net_util.h"
+#include "transport/per_peer.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace chorus {
+namespace {
+
+using rendezvous::PeerInfo;
+
+// The ranks that share memory with `rank`: same host, same pid namespace, and shared
+// memory wanted by each (CHORUS_TRANSPORT auto or shm). Every rank computes the same
+// groups from the same peer infos.
+std::vector<int> ShmGroup(const std::vector<PeerInfo>& peers, int rank) {
+  const PeerInfo& me = peers[rank];
+  std::vector<int> group;
+  for (const PeerInfo& p : peers) {
+    if (p.host_id == me.host_id && p.pid_ns == me.pid_ns) group.push_back(p.rank);
+  }
+  for (int r : group) {
+    if (peers[r].shm == PeerInfo::Shm::kNo) return {rank};  // one rank of the host said tcp/rdma
+  }
+  return group;
+}
+
+// Phase 2 of shared memory, once every rank knows every rank's segment (or why it has
+// none): the verdict per group, then mapping. Returns the transport, or null where
+// this group falls back to the network (the reason in *why).
+Result<std::unique_ptr<transport::ShmTransport>> ConnectShm(std::unique_ptr<transport::ShmTransport> shm,
+                                                             const std::vector<PeerInfo>& peers,
+                                                             const std::vector<int>& group,
+                                                             const std::vector<std::string>& offers, int rank,
+                                                             std::string* why) {
+  std::vector<std::string> paths;
+  std::vector<int> pids;
+  bool needed = false;
+  for (int r : group) {
+    needed |= peers[r].shm == PeerInfo::Shm::kNeed;
+    const std::string& o = offers[r];
+    if (o.rfind("ok ", 0) == 0) {
+      paths.push_back(o.substr(3));
+      pids.push_back(peers[r].pid);
+    } else if (why->empty()) {
+      *why = "rank " + std::to_string(r) + " (host " + peers[r].hostname + ") has no shared-memory segment: " + o;
+    }
+  }
+  if (!why->empty()) {
+    if (needed) return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=shm, but " + *why);
+    return std::unique_ptr<transport::ShmTransport>();
+  }
+  CHORUS_RETURN_IF_ERROR(shm->Connect(paths, pids));
+  return shm;
+}
+
+}  // namespace
 
 Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& store, const std::string& prefix,
                                       int rank, int size, uint64_t comm_id, const std::string& master_addr,
@@ -14,7 +67,11 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   // CHORUS_SOCKET_IFNAME's) for TCP, and to pick the RoCE GID.
   Result<std::string> addr = rendezvous::SelectInterfaceAddress(config.socket_ifname, master_addr);
   if (!addr.ok()) return addr.status();
-  rendezvous::PeerInfo me = rendezvous::PeerInfo::Local(rank);
+  PeerInfo me = PeerInfo::Local(rank);
+  if (!config.host_id.empty()) me.host_id = config.host_id;
+  me.shm = config.transport == "shm"    ? PeerInfo::Shm::kNeed
+           : config.transport == "auto" ? PeerInfo::Shm::kWant
+                                        : PeerInfo::Shm::kNo;
   me.cuda_ipc_off = config.cuda_ipc == "off";
   me.tcp_lanes = config.tcp_lanes;
   std::unique_ptr<transport::RdmaTransport> rdma;
@@ -44,7 +101,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   std::vector<std::string> rdma_addrs, hosts;
   std::string without_rdma;
   for (int r = 0; r < size; ++r) {
-    Result<rendezvous::PeerInfo> info = rendezvous::PeerInfo::Parse(all.value()[r]);
+    Result<PeerInfo> info = PeerInfo::Parse(all.value()[r]);
     if (!info.ok()) return info.status().WithContext("peer info of rank " + std::to_string(r));
     out.peers.push_back(info.value());
     rdma_addrs.push_back(info.value().rdma_address);
@@ -56,28 +113,81 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     }
   }
 
-  // 3. The same choice on every rank, then connect it.
-  if (without_rdma.empty() && rdma) {
-    out.choice = "rdma (every rank has a verbs device)";
+  // 3. Shared memory within hosts: each rank of a group of several makes its segment,
+  // all say whether they could, every group decides alike, then maps and probes. The
+  // whole world takes part in the exchanges whenever some group has several ranks.
+  const std::map<std::string, rendezvous::HostShare> shares = rendezvous::HostShares(out.peers);
+  bool some_group = false;
+  for (int r = 0; r < size && !some_group; ++r) some_group = ShmGroup(out.peers, r).size() > 1;
+  const std::vector<int> group = ShmGroup(out.peers, rank);
+  std::unique_ptr<transport::ShmTransport> shm;
+  std::string shm_why;
+  if (some_group) {
+    std::string offer = "-";
+    if (group.size() > 1) {
+      auto s = transport::ShmTransport::Create(transport::ShmOptions::FromConfig(config, rank, size, group, comm_id));
+      offer = s.ok() ? "ok " + s.value()->path() : s.status().message();
+      if (s.ok()) shm = std::move(s.value());
+    }
+    Result<std::vector<std::string>> offers = rendezvous::AllGather(store, prefix + "shm", rank, size, offer, deadline);
+    if (!offers.ok()) return offers.status();
+    if (group.size() > 1) {
+      auto c = ConnectShm(std::move(shm), out.peers, group, offers.value(), rank, &shm_why);
+      if (!c.ok()) return c.status();
+      shm = std::move(c.value());
+      if (!shm && rank == group[0]) CHORUS_WARN("host " << me.hostname << ": shared memory off, TCP instead: " << shm_why);
+    }
+    // Every segment is mapped before any is unlinked.
+    CHORUS_RETURN_IF_ERROR(rendezvous::Barrier(store, prefix + "shm_mapped", rank, size, deadline));
+    if (shm) CHORUS_RETURN_IF_ERROR(shm->Start());
+  }
+
+  // 4. Between hosts (or where shared memory is off): the same network choice on every
+  // rank, then connect it. With one host and shared memory throughout, none is needed.
+  const bool need_network = shares.size() > 1 || !shm;
+  std::unique_ptr<transport::Transport> network;
+  std::string network_choice;
+  if (!need_network) {
+    rdma.reset();
+    tcp.reset();
+  } else if (without_rdma.empty() && rdma) {
+    network_choice = "rdma (every rank has a verbs device)";
     CHORUS_RETURN_IF_ERROR(rdma->Connect(rdma_addrs, hosts));
     // Every queue pair must be ready to receive before any rank sends its HELLO.
     CHORUS_RETURN_IF_ERROR(rendezvous::Barrier(store, prefix + "rdma_ready", rank, size, deadline));
     CHORUS_RETURN_IF_ERROR(rdma->Start(deadline));
-    out.transport = std::move(rdma);
+    network = std::move(rdma);
   } else if (config.transport == "rdma") {
     return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=rdma, but " + without_rdma);
   } else {
-    out.choice = config.transport == "tcp" ? "tcp (CHORUS_TRANSPORT=tcp)" : "tcp (" + without_rdma + ")";
+    network_choice = config.transport == "tcp" ? "tcp (CHORUS_TRANSPORT=tcp)" : "tcp (" + without_rdma + ")";
     rdma.reset();
-    const std::map<std::string, rendezvous::HostShare> hosts = rendezvous::HostShares(out.peers);
     std::vector<transport::PeerAddress> addresses;
-    for (const rendezvous::PeerInfo& p : out.peers) {
-      const rendezvous::HostShare& h = hosts.at(p.host_id);
+    for (const PeerInfo& p : out.peers) {
+      const rendezvous::HostShare& h = shares.at(p.host_id);
       const int lanes = p.tcp_lanes > 0 ? p.tcp_lanes : transport::AutoLanes(h.cores, h.ranks);
       addresses.push_back({p.tcp_address, p.hostname, lanes});
     }
     CHORUS_RETURN_IF_ERROR(tcp->Connect(addresses, deadline));
-    out.transport = std::move(tcp);
+    network = std::move(tcp);
+  }
+
+  // 5. One transport: shared memory for this host's ranks, the network for the others.
+  const std::string shm_choice = "shm between the " + std::to_string(group.size()) + " ranks of this host";
+  if (shm && network) {
+    std::vector<int> route(size, 1);
+    for (int r : group) route[r] = 0;
+    std::vector<std::unique_ptr<transport::Transport>> parts;
+    parts.push_back(std::move(shm));
+    parts.push_back(std::move(network));
+    out.transport = std::make_unique<transport::PerPeerTransport>(std::move(parts), std::move(route));
+    out.choice = shm_choice + ", " + network_choice + " between hosts";
+  } else if (shm) {
+    out.transport = std::move(shm);
+    out.choice = shm_choice;
+  } else {
+    out.transport = std::move(network);
+    out.choice = network_choice + (shm_why.empty() ? "" : " (no shared memory: " + shm_why + ")");
   }
   CHORUS_INFO("rank " << rank << ": transport " << out.choice);
   return out;

@@ -185,6 +185,8 @@ std::string PeerInfo::Serialize() const {
   if (cuda_ipc_off) out += "cuda_ipc=off\n";
   if (cores > 0) out += "cores=" + std::to_string(cores) + "\n";
   if (tcp_lanes > 0) out += "tcp_lanes=" + std::to_string(tcp_lanes) + "\n";
+  if (!pid_ns.empty()) out += "pid_ns=" + Escape(pid_ns) + "\n";
+  if (shm != Shm::kNo) out += std::string("shm=") + (shm == Shm::kNeed ? "need" : "want") + "\n";
   return out;
 }
 
@@ -237,6 +239,10 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
       if (!ParseInt(value, 0, &info.cores)) {
         return ProtocolError("peer info cores '" + Escape(value) + "' is not a count");
       }
+    } else if (key == "pid_ns") {
+      info.pid_ns = value;
+    } else if (key == "shm") {
+      info.shm = value == "need" ? Shm::kNeed : value == "want" ? Shm::kWant : Shm::kNo;
     } else if (key == "tcp_lanes") {
       if (!ParseInt(value, 0, &info.tcp_lanes)) {
         return ProtocolError("peer info tcp_lanes '" + Escape(value) + "' is not a count");
@@ -249,6 +255,15 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
   }
   return info;
 }
+
+namespace {
+// "net:[4026531840]": the namespace this process is in, or "" where /proc says nothing.
+std::string NamespaceId(const char* kind) {
+  char buf[128];
+  const ssize_t n = readlink(("/proc/self/ns/" + std::string(kind)).c_str(), buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+}  // namespace
 
 PeerInfo PeerInfo::Local(int rank) {
   PeerInfo info;
@@ -263,6 +278,11 @@ PeerInfo PeerInfo::Local(int rank) {
   // containers on one machine share the boot id but usually not the hostname, nor
   // then /dev/shm: ranks with equal ids can be treated as one host.
   info.host_id = boot_id.empty() ? info.hostname : info.hostname + "/" + boot_id;
+  // Network namespaces on one machine (containers, the project's two-node set-up) are
+  // hosts of their own: they need not share /dev/shm, and must not be taken as one.
+  const std::string net_ns = NamespaceId("net"), pid_ns = NamespaceId("pid");
+  if (!net_ns.empty()) info.host_id += "/" + net_ns;
+  info.pid_ns = boot_id + "/" + pid_ns;
   info.pid = static_cast<int>(getpid());
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);  // the host's, not this process's affinity
   info.cores = cores > 0 ? static_cast<int>(cores) : 0;

@@ -28,8 +28,14 @@ Status Barrier(Store& store, const std::string& prefix, int rank, int size, Dead
 struct PeerInfo {
   int rank = -1;
   std::string hostname;
-  // Equal for ranks on one host (hostname + kernel boot id): decides who is "local".
+  // Equal for ranks on one host (hostname, kernel boot id and network namespace, or
+  // CHORUS_HOSTID): decides who is "local".
   std::string host_id;
+  // The pid namespace: ranks of one host share memory only within one (they read each
+  // other's memory and watch each other's processes by pid).
+  std::string pid_ns;
+  enum class Shm { kNo = 0, kWant = 1, kNeed = 2 };
+  Shm shm = Shm::kNo;  // CHORUS_TRANSPORT here: tcp/rdma, auto, shm
   int pid = 0;
   std::string tcp_address;              // "ip:port" the transport listens on
   std::string rdma_address;             // queue-pair addresses; empty: no usable verbs device

@@ -7,6 +7,7 @@ set -euo pipefail
 RUN=$(realpath "$1") ECHO_BIN=$(realpath "$2")
 # shellcheck source=tests/tools/testlib.sh
 source "$3"
+unset CHORUS_HOSTID  # the scripts keep a caller's; these checks want their own
 
 echo "--- env and prefixes"
 # "<end>" keeps $(...) from stripping the newline the prefixer adds when node0 ends last.
@@ -20,6 +21,14 @@ expect_contains "$err" "[node1] to-stderr"
 p0=$(sed -n 's/^\[node0\] 0 2 .* lo \([0-9]*\)$/\1/p' <<<"$out")
 p1=$(sed -n 's/^\[node1\] 1 2 .* lo \([0-9]*\)$/\1/p' <<<"$out")
 [[ -n "$p0" && "$p0" == "$p1" ]] || fail "ranks disagree on MASTER_PORT: '$p0' '$p1'"
+
+echo "--- each rank its own host for chorus (CHORUS_HOSTID), unless the caller set one"
+out=$(CHORUS_NETNS_TAG=lb timeout 60 "$RUN" --loopback -- sh -c 'echo "hostid=$CHORUS_HOSTID"' 2>&1)
+expect_contains "$out" "[node0] hostid=chorus-node0-lb"
+expect_contains "$out" "[node1] hostid=chorus-node1-lb"
+out=$(CHORUS_HOSTID=mine timeout 60 "$RUN" --loopback -- sh -c 'echo "hostid=$CHORUS_HOSTID"' 2>&1)
+expect_contains "$out" "[node0] hostid=mine"
+expect_contains "$out" "[node1] hostid=mine"
 
 echo "--- rank 1 talks to rank 0 at MASTER_ADDR:MASTER_PORT"
 prog='if [ "$RANK" = 0 ]; then exec "$0" "$MASTER_ADDR" "$MASTER_PORT" 15; fi

@@ -10,6 +10,7 @@ TWO=$(realpath "$1") RUN=$(realpath "$2") ECHO_BIN=$(realpath "$3")
 source "$4"
 
 export CHORUS_NETNS_TAG="t$$_${RANDOM}"  # unique: never touches anyone else's namespaces
+unset CHORUS_HOSTID  # the scripts keep a caller's; these checks want their own
 if ! why=$(timeout 20 "$TWO" check 2>&1); then
   echo "SKIPPED: $why"
   exit 0
@@ -24,6 +25,10 @@ expect_eq "$(timeout 30 "$TWO" up 2)" "$out" "second up"
 [[ "$(ip netns list | grep -c "_${CHORUS_NETNS_TAG}")" == 2 ]] || fail "expected 2 namespaces"
 expect_contains "$("$TWO" exec 1 ip -4 -o addr show dev chorus0)" "10.77.0.2/24"
 expect_contains "$("$TWO" exec 1 ip -o link show lo)" "UP"
+# Each node is its own host for chorus; a CHORUS_HOSTID the caller set is kept.
+expect_eq "$("$TWO" exec 1 printenv CHORUS_HOSTID)" "chorus-node1-${CHORUS_NETNS_TAG}" "node1's CHORUS_HOSTID"
+expect_eq "$(CHORUS_HOSTID='' "$TWO" exec 0 printenv CHORUS_HOSTID)" "chorus-node0-${CHORUS_NETNS_TAG}" "node0's CHORUS_HOSTID"
+expect_eq "$(CHORUS_HOSTID=mine "$TWO" exec 1 printenv CHORUS_HOSTID)" "mine" "a caller's CHORUS_HOSTID"
 # Nothing leaks into the root namespace.
 ! ip -4 -o addr | grep -q "10.77.0." || fail "10.77.0.x visible in the root namespace"
 
@@ -52,13 +57,13 @@ timeout 30 "$TWO" down >/dev/null
 timeout 30 "$TWO" down >/dev/null  # idempotent
 
 echo "--- run_two_nodes.sh --require-netns: rank 1 talks to rank 0 through MASTER_ADDR"
-prog='echo "env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $CHORUS_SOCKET_IFNAME"
+prog='echo "env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $CHORUS_SOCKET_IFNAME $CHORUS_HOSTID"
 if [ "$RANK" = 0 ]; then exec "$0" "$MASTER_ADDR" "$MASTER_PORT" 15; fi
 exec bash -c "$1" "$MASTER_ADDR" "$MASTER_PORT" "rank$RANK"'
 out=$(timeout 60 "$RUN" --require-netns --timeout 30 -- bash -c "$prog" "$ECHO_BIN" "$TCP_CLIENT" 2>&1) ||
   fail "run_two_nodes.sh failed: $out"
-expect_contains "$out" "[node0] env 0 2 0 1 10.77.0.1 chorus0"
-expect_contains "$out" "[node1] env 1 2 0 1 10.77.0.1 chorus0"
+expect_contains "$out" "[node0] env 0 2 0 1 10.77.0.1 chorus0 chorus-node0-${CHORUS_NETNS_TAG}"
+expect_contains "$out" "[node1] env 1 2 0 1 10.77.0.1 chorus0 chorus-node1-${CHORUS_NETNS_TAG}"
 expect_contains "$out" "[node0] served 'rank1'"
 expect_contains "$out" "[node1] echo:rank1"
 [[ -z "$(ip netns list | grep "_${CHORUS_NETNS_TAG}\b" || true)" ]] || fail "run_two_nodes.sh left namespaces"

@@ -1,5 +1,9 @@
 #include "tests/transport/mesh.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <numeric>
 #include <thread>
 
 namespace chorus::transport::testing {
@@ -54,9 +58,39 @@ Result<std::vector<std::unique_ptr<RdmaTransport>>> MakeRdmaMesh(int n, const Me
   return ts;
 }
 
+Result<std::vector<std::unique_ptr<ShmTransport>>> MakeShmMesh(int n, const MeshOptions& o) {
+  static std::atomic<uint64_t> meshes{0};  // segment names differ per mesh of this process
+  std::vector<std::unique_ptr<ShmTransport>> ts;
+  std::vector<std::string> paths;
+  std::vector<int> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  for (int r = 0; r < n; ++r) {
+    ShmOptions opts;
+    opts.rank = r;
+    opts.size = n;
+    opts.local_ranks = all;
+    opts.comm_id = (o.comm_id << 16) + meshes.fetch_add(1);
+    opts.single_copy = o.engine == "shm_rings" ? SingleCopy::kOff : SingleCopy::kOn;
+    opts.timeout_ms = o.timeout_ms;
+    opts.dir = o.shm_dir;
+    auto t = ShmTransport::Create(opts);
+    if (!t.ok()) return t.status();
+    paths.push_back(t.value()->path());
+    ts.push_back(std::move(t.value()));
+  }
+  const std::vector<int> pids(n, static_cast<int>(getpid()));
+  for (auto& t : ts) CHORUS_RETURN_IF_ERROR(t->Connect(paths, pids));
+  for (auto& t : ts) CHORUS_RETURN_IF_ERROR(t->Start());
+  return ts;
+}
+
 Result<std::vector<std::unique_ptr<Transport>>> MakeAnyMesh(int n, const MeshOptions& o) {
   std::vector<std::unique_ptr<Transport>> out;
-  if (o.engine == "rdma") {
+  if (o.engine == "shm" || o.engine == "shm_rings") {
+    auto m = MakeShmMesh(n, o);
+    if (!m.ok()) return m.status();
+    for (auto& t : m.value()) out.push_back(std::move(t));
+  } else if (o.engine == "rdma") {
     auto m = MakeRdmaMesh(n, o);
     if (!m.ok()) return m.status();
     for (auto& t : m.value()) out.push_back(std::move(t));

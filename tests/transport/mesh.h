@@ -1,6 +1,7 @@
 // Builds n transports in one process, one per rank, the way a communicator does: TCP
-// over loopback (Listen, exchange addresses, Connect concurrently) or RDMA on the first
-// verbs device (Open, exchange addresses, Connect, Start concurrently).
+// over loopback (Listen, exchange addresses, Connect concurrently), RDMA on the first
+// verbs device (Open, exchange addresses, Connect, Start concurrently) or shared memory
+// (Create, exchange paths, Connect, Start).
 #pragma once
 
 #include <memory>
@@ -9,12 +10,13 @@
 
 #include "chorus/status.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace chorus::transport::testing {
 
 struct MeshOptions {
-  std::string engine = "uring";  // "uring", "epoll" (TCP) or "rdma"
+  std::string engine = "uring";  // "uring", "epoll" (TCP), "rdma", "shm", "shm_rings" (no single copy)
   int nsockets = 2;
   int lanes = 1;                 // TCP lanes (engines) each rank asks for
   std::vector<int> rank_lanes;   // or per rank, where not empty (the mesh has the fewest)
@@ -22,10 +24,13 @@ struct MeshOptions {
   int64_t timeout_ms = 20000;
   uint64_t comm_id = 42;
   uint64_t pause_above = 64 << 20;  // early bytes held from a peer before PAUSE (RESUME below a quarter)
+  std::string shm_dir = "/dev/shm";
 };
 
 Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOptions& o);
 Result<std::vector<std::unique_ptr<RdmaTransport>>> MakeRdmaMesh(int n, const MeshOptions& o);
+// Shared memory: every rank in this process, one host.
+Result<std::vector<std::unique_ptr<ShmTransport>>> MakeShmMesh(int n, const MeshOptions& o);
 // Either kind, by o.engine.
 Result<std::vector<std::unique_ptr<Transport>>> MakeAnyMesh(int n, const MeshOptions& o);
 // Why RDMA cannot run here ("" when a verbs device is usable): tests skip with it.

@@ -482,7 +482,8 @@ TEST_P(TransportTest, SeveralThreadsWaitAtOnce) {
   for (int i = 0; i < kThreads; ++i) EXPECT_EQ(errors[i], "") << "thread " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("uring", "epoll", "epoll_lanes", "rdma"),
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
+                         ::testing::Values("uring", "epoll", "epoll_lanes", "rdma", "shm", "shm_rings"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -3,6 +3,8 @@
 # node1 (10.77.0.2), joined by a veth pair (see two_nodes.sh). Each rank gets
 # MASTER_ADDR=10.77.0.1, MASTER_PORT, RANK, WORLD_SIZE=2, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1,
 # GROUP_RANK and CHORUS_SOCKET_IFNAME=chorus0. Output lines are prefixed [node0]/[node1].
+# Each rank is its own host for chorus: CHORUS_HOSTID=chorus-node<K>-<TAG> (two_nodes.sh
+# exec sets it; on loopback this script does), unless the caller set CHORUS_HOSTID.
 #
 #   run_two_nodes.sh [--require-netns | --loopback] [--timeout S] [--grace S] [--port P]
 #                    -- program [args...]
@@ -132,7 +134,11 @@ start_node() {
     export MASTER_ADDR=$master MASTER_PORT=$port RANK=$k WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1
     export GROUP_RANK=$k CHORUS_SOCKET_IFNAME=$ifname
     # setsid without fork (a background subshell is no group leader): $! leads the group.
-    if ((use_netns)); then exec setsid "$TWO_NODES" exec "$k" "$@"; else exec setsid "$@"; fi
+    if ((use_netns)); then exec setsid "$TWO_NODES" exec "$k" "$@"; fi
+    # Loopback stands in for two nodes too: two hosts for chorus (TCP, no shared memory),
+    # as two_nodes.sh exec makes the namespaces.
+    export CHORUS_HOSTID="${CHORUS_HOSTID:-chorus-node${k}-${CHORUS_NETNS_TAG}}"
+    exec setsid "$@"
   ) >"$tmp/out$k" 2>"$tmp/err$k" </dev/null &
   node_pid[k]=$!
 }

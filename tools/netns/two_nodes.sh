@@ -8,13 +8,21 @@
 #                                      (e.g. 10gbit) shapes each chorus0 with tc tbf.
 #                                      Idempotent; prints "node<K> <namespace> <address> chorus0".
 #   two_nodes.sh down                  remove every namespace of this TAG (killing what runs there)
-#   two_nodes.sh exec K cmd [args...]  run cmd inside node K's namespace
+#   two_nodes.sh exec K cmd [args...]  run cmd inside node K's namespace, with
+#                                      CHORUS_HOSTID=chorus-node<K>-<TAG> (see below)
 #   two_nodes.sh check                 exit 0 if namespaces can be made here, else say why, exit 3
 #
 # TAG comes from $CHORUS_NETNS_TAG (default "chorus"), so that concurrent users (CI, a
 # developer, two tests) never touch each other's namespaces. Nothing is created in the
 # root namespace: both ends of every veth are created directly inside namespaces, so
 # traffic on 10.77.0.0/24 cannot leave them.
+#
+# Host identity: the namespaces share this machine's hostname and boot id, which is what
+# chorus takes a host to be, so ranks in two of them would count as one host (shared
+# memory, one core count for both). exec therefore gives each node its own CHORUS_HOSTID
+# (as NCCL_HOSTID does for NCCL), so that two namespaces are always two hosts; a caller
+# that set a non-empty CHORUS_HOSTID keeps it (e.g. the same value in every node, to make
+# them one host again).
 set -euo pipefail
 
 readonly TAG="${CHORUS_NETNS_TAG:-chorus}"
@@ -155,6 +163,7 @@ cmd_exec() {
   shift
   [[ "$k" =~ ^[0-9]+$ ]] || die "exec: node '$k' is not a number"
   our_namespaces | grep -qx "$(node_ns "$k")" || die "exec: no namespace $(node_ns "$k") (run '$PROG up' first)"
+  export CHORUS_HOSTID="${CHORUS_HOSTID:-chorus-node${k}-${TAG}}"
   exec ip netns exec "$(node_ns "$k")" "$@"
 }
 

@@ -13,7 +13,12 @@
 #                       is skipped with the reason where namespaces cannot be made)
 #     --np4             also 4 ranks on loopback
 #     --runs "LIST"     backend[:algo] (default "chorus gloo:ring gloo:ring_chunked
-#                       gloo:halving_doubling gloo:bcube gloo:ring_legacy mpi")
+#                       gloo:halving_doubling gloo:bcube gloo:ring_legacy mpi"); for mpi
+#                       the suffix is the BTL: mpi:tcp, mpi:shm (both may be listed)
+#     --mpi-btl tcp|shm Open MPI's transports for plain "mpi": tcp (default): --mca btl
+#                       tcp,self; shm: its shared memory, --mca btl vader,self on loopback,
+#                       vader,tcp,self across the namespaces (vader within a namespace, TCP
+#                       between them: with one rank per namespace that is TCP alone)
 #     --bin PATH        chorus_perf to use (default: bazel build -c opt, then
 #                       bazel-out/k8-opt/bin/tools/perf/chorus_perf)
 #     --iperf-seconds S per iperf3 measurement (default 5; 0 skips iperf3)
@@ -35,8 +40,10 @@
 # one rank to its first core, and both namespaces share the same cores).
 # Launching: chorus and gloo ranks get torchrun's variables (RANK, WORLD_SIZE,
 # MASTER_ADDR, MASTER_PORT; in the namespaces CHORUS_SOCKET_IFNAME=chorus0 too); MPI runs
-# through mpirun --mca btl tcp,self --mca mpi_yield_when_idle 1 (without it the ranks of a
-# "2-node" job spin and, on a small machine, a latency becomes a scheduler timeslice).
+# through mpirun --mca btl tcp,self (--mpi-btl) --mca mpi_yield_when_idle 1 (without it the
+# ranks of a "2-node" job spin and, on a small machine, a latency becomes a scheduler timeslice).
+# In the namespaces chorus ranks are two hosts (two_nodes.sh exec sets CHORUS_HOSTID per node);
+# on loopback they are one host, and chorus picks its own transport there.
 # Across the namespaces mpirun runs in node0 and starts node1's daemon through a
 # plm_rsh_agent that enters node1's namespace instead of ssh.
 # busbw is the out-of-place one (nccl-tests' first column); time is the max over ranks.
@@ -59,6 +66,7 @@ small_iters=50
 small_max=1M
 run_timeout=600
 bind=core
+mpi_btl=tcp
 sweep=()
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
@@ -75,6 +83,7 @@ while [ $# -gt 0 ]; do
     --small-max) small_max="$2"; shift 2 ;;
     --timeout) run_timeout="$2"; shift 2 ;;
     --bind) bind="$2"; shift 2 ;;
+    --mpi-btl) mpi_btl="$2"; shift 2 ;;
     --) shift; sweep=("$@"); break ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -85,6 +94,13 @@ for v in "$iperf_s" "$lat_iters" "$small_iters" "$run_timeout"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a non-negative integer"
 done
 [[ "$bind" == core || "$bind" == none ]] || die "--bind: '$bind' is not core or none"
+[[ "$mpi_btl" == tcp || "$mpi_btl" == shm ]] || die "--mpi-btl: '$mpi_btl' is not tcp or shm"
+for run in $runs; do
+  case "$run" in
+    mpi | mpi:tcp | mpi:shm) ;;
+    mpi:*) die "--runs: '$run': an mpi run takes :tcp or :shm (its BTL), not an algorithm" ;;
+  esac
+done
 ncpu=$(nproc)
 for l in $links; do [[ "$l" == loopback || "$l" == netns ]] || die "--links: '$l' is not loopback or netns"; done
 
@@ -181,11 +197,21 @@ launch() {
   return "$rc"
 }
 
+# btls LINK tcp|shm: the --mca btl list (shm: vader between the ranks of one host, which
+# the namespaces are not; TCP between hosts).
+btls() {
+  case "$2" in
+    tcp) echo tcp,self ;;
+    shm) if [ "$1" = netns2 ]; then echo vader,tcp,self; else echo vader,self; fi ;;
+  esac
+}
+
+# launch_mpi LINK NP LOG tcp|shm -- chorus_perf args
 launch_mpi() {
-  local link=$1 np=$2 log=$3
-  shift 4
+  local link=$1 np=$2 log=$3 btl=$4
+  shift 5
   command -v mpirun >/dev/null || { echo "mpirun not installed (apt-get install openmpi-bin)" >"$log"; return 127; }
-  local mca=(--mca btl tcp,self --mca mpi_yield_when_idle 1 --bind-to none)
+  local mca=(--mca btl "$(btls "$link" "$btl")" --mca mpi_yield_when_idle 1 --bind-to none)
   # Each rank pins itself the way launch() pins the others.
   local prog=("$bin")
   [ "$bind" = core ] && prog=(/bin/sh -c "exec taskset -c \$((OMPI_COMM_WORLD_RANK % $ncpu)) \"\$0\" \"\$@\"" "$bin")
@@ -293,7 +319,12 @@ for link in "${link_list[@]}"; do
     label="$run"
     file="${link}_${backend}${algo:+_$algo}"
     extra=(--backend "$backend")
-    [ -n "$algo" ] && extra+=(--algo "$algo")
+    btl=$mpi_btl
+    if [ "$backend" = mpi ]; then
+      [ -n "$algo" ] && btl=$algo  # mpi:tcp, mpi:shm: the BTL, not an algorithm
+    elif [ -n "$algo" ]; then
+      extra+=(--algo "$algo")
+    fi
     kinds="sweep latency"
     [ "$small_iters" -gt 0 ] && kinds="sweep small latency"
     for kind in $kinds; do
@@ -306,7 +337,7 @@ for link in "${link_list[@]}"; do
       t0=$SECONDS
       rc=0
       if [ "$backend" = mpi ]; then
-        launch_mpi "$link" "$np" "$log" -- "${args[@]}" || rc=$?
+        launch_mpi "$link" "$np" "$log" "$btl" -- "${args[@]}" || rc=$?
       else
         launch "$link" "$np" "$log" -- "${args[@]}" || rc=$?
       fi
@@ -326,7 +357,7 @@ done
 echo "== measured in $((SECONDS - start)) s" >&2
 # Other work on the machine shows in every number (most on the blocking libraries' small
 # sizes): say how busy it was.
-host_line="$(hostname), $ncpu cores, ranks bound: $bind, load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end, $((SECONDS - start)) s"
+host_line="$(hostname), $ncpu cores, ranks bound: $bind, mpi: --mpi-btl $mpi_btl, load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end, $((SECONDS - start)) s"
 
 # ---------------------------------------------------------------- table
 # One block per link: busbw per run (out of place), the best gloo, chorus / best gloo,

@@ -115,7 +115,8 @@ def main():
             lat_line += f" {statistics.median(v):13.1f}" if v else f" {'-':>13}"
         gl = [x for x in (ratio(min((float(r[b]) for b in backends if b.startswith("gloo") and r.get(b)), default=None),
                                 r.get("chorus")) for r in lats) if x]
-        ml = [x for x in (ratio(r.get("mpi"), r.get("chorus")) for r in lats) if x]
+        mcol = next((b for b in backends if b.startswith("mpi")), "mpi")  # as compare.sh: the first MPI run
+        ml = [x for x in (ratio(r.get(mcol), r.get("chorus")) for r in lats) if x]
         print(lat_line + f" {cell(gl):>22} {cell(ml):>22}   (us; ratios: other / chorus)")
         ips = [p["iperf"] for p in per if p["iperf"]]
         if ips:

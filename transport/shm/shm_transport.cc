@@ -1,0 +1,937 @@
+#include "transport/shm/shm_transport.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "chorus/log.h"
+
+namespace chorus::transport {
+using namespace shm;  // NOLINT: the layout's words are this file's vocabulary
+
+namespace {
+
+// The proxy thread drives once no application thread has for this long.
+constexpr auto kProxyHandBack = std::chrono::milliseconds(2);
+// How long sleepers sleep at most before they look at deadlines again.
+constexpr auto kMaxSleep = std::chrono::milliseconds(100);
+
+int64_t NowNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+ShmOptions ShmOptions::FromConfig(const Config& c, int rank, int size, std::vector<int> local_ranks,
+                                  uint64_t comm_id) {
+  ShmOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.local_ranks = std::move(local_ranks);
+  o.dir = c.shm_dir;
+  o.comm_id = comm_id;
+  o.single_copy = c.shm_single_copy == "on" ? SingleCopy::kOn : c.shm_single_copy == "off" ? SingleCopy::kOff : SingleCopy::kAuto;
+  o.timeout_ms = c.timeout_ms;
+  o.spin_us = c.spin_us;
+  o.early_cache_bytes = c.scratch_cache_bytes;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  o.crowded = cores > 0 && static_cast<long>(o.local_ranks.size()) > cores;
+  return o;
+}
+
+// ---- TagQueues ----
+
+ShmTransport::TagQueue& ShmTransport::TagQueues::Get(uint64_t tag) {
+  for (auto& q : live) {
+    if (q->tag == tag) return *q;
+  }
+  if (spare.empty()) {
+    live.push_back(std::make_unique<TagQueue>());
+  } else {
+    live.push_back(std::move(spare.back()));
+    spare.pop_back();
+  }
+  live.back()->tag = tag;
+  return *live.back();
+}
+
+void ShmTransport::TagQueues::RetireIfIdle(TagQueue& q) {
+  if (!q.idle()) return;
+  q.recvs.clear();
+  q.early.clear();
+  q.recv_head = q.early_head = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i].get() != &q) continue;
+    spare.push_back(std::move(live[i]));
+    live[i] = std::move(live.back());
+    live.pop_back();
+    return;
+  }
+}
+
+// ---- Set-up ----
+
+ShmTransport::ShmTransport(const ShmOptions& opts)
+    : opts_(opts), size_(opts.size), local_index_(opts.size, -1),
+      early_bufs_(static_cast<size_t>(std::max<int64_t>(opts.early_cache_bytes, 0))) {
+  for (size_t i = 0; i < opts_.local_ranks.size(); ++i) local_index_[opts_.local_ranks[i]] = static_cast<int>(i);
+}
+
+Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const ShmOptions& opts) {
+  if (opts.size < 1 || opts.rank < 0 || opts.rank >= opts.size) return InvalidArgument("shm: bad rank or size");
+  if (std::find(opts.local_ranks.begin(), opts.local_ranks.end(), opts.rank) == opts.local_ranks.end() ||
+      !std::is_sorted(opts.local_ranks.begin(), opts.local_ranks.end())) {
+    return InvalidArgument("shm: local ranks must be sorted and include rank " + std::to_string(opts.rank));
+  }
+  std::unique_ptr<ShmTransport> t(new ShmTransport(opts));
+  const int n = static_cast<int>(opts.local_ranks.size());
+  std::ostringstream path;
+  path << opts.dir << "/chorus-" << std::hex << opts.comm_id << std::dec << "-r" << opts.rank << "-p" << getpid();
+  Result<Segment> seg = Segment::Create(path.str(), SegmentBytes(n, kShmRingBytes));
+  if (!seg.ok()) return seg.status().WithContext("rank " + std::to_string(opts.rank));
+  t->segment_ = std::move(seg.value());
+  t->ctl_ = new (t->segment_.base()) Control();
+  for (int i = 0; i < n; ++i) new (SlotAt(t->segment_.base(), i, kShmRingBytes)) Slot();
+  t->ctl_->self_addr = reinterpret_cast<uint64_t>(t->segment_.base());
+  t->ctl_->pid = getpid();
+  t->ctl_->rank = opts.rank;
+  t->ctl_->nslots = n;
+  t->ctl_->ring_bytes = kShmRingBytes;
+  t->ctl_->magic = kMagic;
+  t->peers_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    if (opts.local_ranks[i] == opts.rank) continue;
+    auto p = std::make_unique<Peer>();
+    p->rank = opts.local_ranks[i];
+    p->index = i;
+    p->in = SlotAt(t->segment_.base(), i, kShmRingBytes);
+    t->peers_[i] = std::move(p);
+  }
+  return t;
+}
+
+Status ShmTransport::Connect(const std::vector<std::string>& paths, const std::vector<int>& pids) {
+  const int n = static_cast<int>(opts_.local_ranks.size());
+  if (static_cast<int>(paths.size()) != n || static_cast<int>(pids.size()) != n) {
+    return InvalidArgument("shm: Connect needs a path and a pid per local rank");
+  }
+  const int me = local_index_[opts_.rank];
+  for (auto& pp : peers_) {
+    if (!pp) continue;
+    Peer& p = *pp;
+    Result<Segment> seg = Segment::Open(paths[p.index], SegmentBytes(n, kShmRingBytes));
+    if (!seg.ok()) return seg.status().WithContext("rank " + std::to_string(opts_.rank) + ", " + PeerDesc(p.rank));
+    p.segment = std::move(seg.value());
+    p.ctl = ControlAt(p.segment.base());
+    if (p.ctl->magic != kMagic || p.ctl->rank != p.rank || p.ctl->pid != pids[p.index] || p.ctl->nslots != n) {
+      return ProtocolError("rank " + std::to_string(opts_.rank) + ": shared-memory segment " + paths[p.index] +
+                           " is not " + PeerDesc(p.rank) + "'s");
+    }
+    p.pid = p.ctl->pid;
+    p.out = SlotAt(p.segment.base(), me, kShmRingBytes);
+    p.in->single_copy.store(SingleCopyFrom(p) ? 1 : 0, std::memory_order_release);
+  }
+  return Status::Ok();
+}
+
+bool ShmTransport::SingleCopyFrom(const Peer& p) const {
+  if (opts_.single_copy == SingleCopy::kOff) return false;
+  if (p.pid == getpid()) return opts_.single_copy == SingleCopy::kOn;
+  // Can we read the peer? Its segment's first word, through the peer's own address.
+  uint64_t word = 0;
+  struct iovec local = {&word, sizeof(word)};
+  struct iovec remote = {reinterpret_cast<void*>(p.ctl->self_addr), sizeof(word)};
+  if (process_vm_readv(p.pid, &local, 1, &remote, 1, 0) != sizeof(word) || word != kMagic) {
+    CHORUS_INFO("rank " << opts_.rank << ": cannot read " << PeerDesc(p.rank) << "'s memory (process_vm_readv: "
+                        << std::strerror(errno) << "): its large messages come through the ring");
+    return false;
+  }
+  if (opts_.single_copy == SingleCopy::kOn) return true;
+  // Does it pay? One read of the peer's memory against the two copies through a ring
+  // (into it, out of it), best of a few: pinning pages costs more than a copy on some
+  // machines (VMs), and less on others.
+  const size_t n = kShmRingBytes;
+  std::vector<char> dst(n);
+  const char* src = static_cast<const char*>(p.segment.base()) + sizeof(Control);
+  auto best = [](auto&& fn) {
+    auto t = Clock::duration::max();
+    for (int i = 0; i < 5; ++i) {
+      const auto start = Clock::now();
+      fn();
+      t = std::min(t, Clock::now() - start);
+    }
+    return t;
+  };
+  const auto copy = best([&] { std::memcpy(dst.data(), src, n); });
+  const auto read = best([&] {
+    struct iovec l = {dst.data(), n};
+    struct iovec r = {reinterpret_cast<void*>(p.ctl->self_addr + sizeof(Control)), n};
+    (void)process_vm_readv(p.pid, &l, 1, &r, 1, 0);
+  });
+  const bool pays = read < 2 * copy;
+  const double read_us = std::chrono::duration<double, std::micro>(read).count();
+  const double copy_us = std::chrono::duration<double, std::micro>(copy).count();
+  CHORUS_INFO("rank " << opts_.rank << ": reading " << n << " bytes of " << PeerDesc(p.rank) << "'s memory took "
+                      << read_us << " us, a copy " << copy_us << " us: " << (pays ? "single copy" : "through the ring"));
+  return pays;
+}
+
+Status ShmTransport::Start() {
+  segment_.Unlink();
+  for (auto& pp : peers_) {
+    if (!pp) continue;
+    Peer& p = *pp;
+    p.single_copy = p.out->single_copy.load(std::memory_order_acquire) != 0;
+    if (p.pid != getpid()) {
+      const int fd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));
+      if (fd >= 0) {
+        p.pidfd = UniqueFd(fd);
+      } else {
+        CHORUS_WARN("rank " << opts_.rank << ": pidfd_open(" << p.pid << "): " << std::strerror(errno)
+                            << ": the death of " << PeerDesc(p.rank) << " is noticed only by deadlines");
+      }
+    }
+  }
+  proxy_ = std::thread([this] { ProxyLoop(); });
+  return Status::Ok();
+}
+
+ShmTransport::~ShmTransport() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_ > 0 && !aborted_) {
+      AbortLocked(AbortedError("rank " + std::to_string(opts_.rank) + ": transport destroyed with requests pending"));
+    }
+    if (!aborted_ && ctl_ != nullptr) {
+      ctl_->state.store(static_cast<uint32_t>(PeerState::kClosed), std::memory_order_seq_cst);
+      for (auto& p : peers_) {
+        if (p && p->ctl != nullptr) {
+          p->ctl->alert.fetch_add(1, std::memory_order_seq_cst);
+          Ring(p->ctl);
+        }
+      }
+    }
+  }
+  stop_.store(true);
+  if (ctl_ != nullptr) {
+    ctl_->doorbell.fetch_add(1);
+    FutexWakeAll(&ctl_->doorbell);
+  }
+  if (proxy_.joinable()) proxy_.join();
+}
+
+std::string ShmTransport::PeerDesc(int peer) const {
+  std::string s = "rank " + std::to_string(peer);
+  if (IsLocal(peer) && peer != opts_.rank) s += " (pid " + std::to_string(peers_[local_index_[peer]]->pid) + ")";
+  return s;
+}
+
+std::string ShmTransport::Describe() const {
+  int n = 0, single = 0;
+  for (const auto& p : peers_) {
+    if (!p) continue;
+    ++n;
+    single += p->single_copy ? 1 : 0;
+  }
+  return "shm (" + std::to_string(n + 1) + " ranks on this host, rings of " + std::to_string(kShmRingBytes >> 10) +
+         " KiB; single copy to " + std::to_string(single) + " of " + std::to_string(n) + " peers)";
+}
+
+// ---- Posting ----
+
+RequestPtr ShmTransport::Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint) {
+  auto req = std::make_shared<BasicRequest>(BasicRequest::Kind::kSend, opts_.rank, peer, tag, const_cast<void*>(buf),
+                                            bytes, fingerprint, 0, this);
+  Status v = ValidatePost(opts_.rank, size_, true, peer, buf, bytes);
+  if (!v.ok()) {
+    req->Complete(v);
+    return req;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) {
+    req->Complete(abort_status_);
+    return req;
+  }
+  if (peer == opts_.rank) {
+    SelfSend(req);
+    return req;
+  }
+  Peer* p = LocalPeer(peer);
+  if (p == nullptr) {
+    req->Complete(InvalidArgument("rank " + std::to_string(opts_.rank) + ": send to rank " + std::to_string(peer) +
+                                  ", which is on another host (shared memory reaches this host's ranks only)"));
+    return req;
+  }
+  if (!p->gone.ok()) {
+    req->Complete(p->gone);
+    return req;
+  }
+  ++active_;
+  deadlines_.Track(req);
+  OutFrame of;
+  of.send = req;
+  if (bytes >= kLargeMinBytes) {
+    const uint64_t cookie = p->next_cookie++;
+    const uint64_t addr = p->single_copy ? reinterpret_cast<uint64_t>(buf) : 0;
+    of.frame = {FrameType::kRts, 0, tag, fingerprint, bytes, addr, cookie};
+    p->awaiting_ack.emplace_back(cookie, req);
+  } else {
+    of.frame = {FrameType::kData, 0, tag, fingerprint, bytes, 0, 0};
+  }
+  Queue(*p, std::move(of));
+  return req;
+}
+
+RequestPtr ShmTransport::Recv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
+  auto req = std::make_shared<BasicRequest>(BasicRequest::Kind::kRecv, opts_.rank, peer, tag, buf, bytes, fingerprint,
+                                            0, this);
+  Status v = ValidatePost(opts_.rank, size_, false, peer, buf, bytes);
+  if (!v.ok()) {
+    req->Complete(v);
+    return req;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) {
+    req->Complete(abort_status_);
+    return req;
+  }
+  if (peer == opts_.rank) {
+    SelfRecv(req);
+    return req;
+  }
+  Peer* p = LocalPeer(peer);
+  if (p == nullptr) {
+    req->Complete(InvalidArgument("rank " + std::to_string(opts_.rank) + ": recv from rank " + std::to_string(peer) +
+                                  ", which is on another host (shared memory reaches this host's ranks only)"));
+    return req;
+  }
+  if (!p->gone.ok()) {
+    req->Complete(p->gone);
+    return req;
+  }
+  ++active_;
+  deadlines_.Track(req);
+  TagQueue& q = p->tags.Get(tag);
+  q.recvs.push_back(req);
+  if (fingerprint != 0) {
+    if (uint64_t other = p->groups.Declare(TagGroup(tag), fingerprint)) {
+      // Stays queued, failed: it swallows the message it would have matched.
+      Finish(req, GroupMismatch(opts_.rank, peer, tag), other);
+    }
+  }
+  MatchQueued(*p, q);
+  return req;
+}
+
+void ShmTransport::SelfSend(const BasicRequestPtr& req) {
+  TagQueue& q = self_tags_.Get(req->tag());
+  if (q.early_head == q.early.size() && q.recv_head < q.recvs.size()) {
+    BasicRequestPtr r = std::move(q.recvs[q.recv_head++]);
+    if (!r->Test()) {
+      Status st = CheckMatch(opts_.rank, opts_.rank, req->tag(), req->bytes(), req->fingerprint(), *r);
+      if (st.ok() && req->bytes() > 0) std::memcpy(r->buf(), req->buf(), req->bytes());
+      Finish(r, st, req->fingerprint());
+    }
+  } else {
+    auto e = std::make_unique<Early>();
+    e->fingerprint = req->fingerprint();
+    e->total = e->got = req->bytes();
+    e->buf = TakeBuffer(&early_bufs_, req->bytes());
+    if (req->bytes() > 0) std::memcpy(e->buf.data(), req->buf(), req->bytes());
+    q.early.push_back(std::move(e));
+  }
+  self_tags_.RetireIfIdle(q);
+  req->Complete(Status::Ok());
+}
+
+void ShmTransport::SelfRecv(const BasicRequestPtr& req) {
+  ++active_;
+  deadlines_.Track(req);
+  TagQueue& q = self_tags_.Get(req->tag());
+  if (q.early_head < q.early.size()) {
+    std::unique_ptr<Early> e = std::move(q.early[q.early_head++]);
+    Status st = CheckMatch(opts_.rank, opts_.rank, req->tag(), e->total, e->fingerprint, *req);
+    if (st.ok() && e->total > 0) std::memcpy(req->buf(), e->buf.data(), e->total);
+    Finish(req, st, e->fingerprint);
+  } else {
+    q.recvs.push_back(req);
+  }
+  self_tags_.RetireIfIdle(q);
+}
+
+void ShmTransport::ReleaseTags(uint64_t first, uint64_t last) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& p : peers_) {
+    if (p) p->groups.Erase(TagGroup(first), TagGroup(last));
+  }
+}
+
+// ---- Sending ----
+
+void ShmTransport::Queue(Peer& p, OutFrame of) {
+  p.outq.push_back(std::move(of));
+  PushOut(p);
+}
+
+void ShmTransport::SendControl(Peer& p, FrameType type, uint64_t cookie, uint64_t arg) {
+  OutFrame of;
+  of.frame = {type, 0, 0, 0, 0, arg, cookie};
+  Queue(p, std::move(of));
+}
+
+bool ShmTransport::WriteFrame(Peer& p, const Frame& f, const void* payload) {
+  const size_t need = FrameBytes(f.len);
+  size_t pos = p.out_head % kShmRingBytes;
+  size_t free = kShmRingBytes - (p.out_head - p.out->tail.load(std::memory_order_acquire));
+  char* data = RingData(p.out);
+  if (pos + need > kShmRingBytes) {  // frames never wrap: pad to the end
+    const size_t pad = kShmRingBytes - pos;
+    if (free < pad + need) return false;
+    Frame padf{FrameType::kPad, 0, 0, 0, 0, 0, 0};
+    std::memcpy(data + pos, &padf, sizeof(padf));
+    p.out_head += pad;
+    free -= pad;
+    pos = 0;
+  }
+  if (free < need) return false;
+  std::memcpy(data + pos, &f, sizeof(f));
+  if (f.len > 0) std::memcpy(data + pos + sizeof(Frame), payload, f.len);
+  p.out_head += need;
+  p.out->head.store(p.out_head, std::memory_order_release);
+  return true;
+}
+
+bool ShmTransport::PushOut(Peer& p) {
+  bool wrote = false;
+  while (p.outq_head < p.outq.size()) {
+    OutFrame& of = p.outq[p.outq_head];
+    if (of.frame.type == FrameType::kData) {
+      bool full = false;
+      do {
+        Frame f = of.frame;
+        f.len = static_cast<uint32_t>(std::min<uint64_t>(of.frame.total - of.sent, kShmMaxFramePayload));
+        f.arg = of.sent;
+        if (!WriteFrame(p, f, of.send->buf() + of.sent)) {
+          full = true;
+          break;
+        }
+        wrote = true;
+        of.sent += f.len;
+      } while (of.sent < of.frame.total);
+      if (full) break;
+      Finish(of.send, Status::Ok());
+    } else {
+      if (!WriteFrame(p, of.frame, nullptr)) break;
+      wrote = true;
+    }
+    p.outq[p.outq_head++] = OutFrame();
+  }
+  const bool blocked = p.outq_head < p.outq.size();
+  if (!blocked) {
+    p.outq.clear();
+    p.outq_head = 0;
+  } else {
+    p.out_tail_seen.store(p.out->tail.load(std::memory_order_acquire), std::memory_order_relaxed);
+  }
+  p.out_blocked.store(blocked, std::memory_order_release);
+  if (wrote) Ring(p.ctl);
+  return wrote;
+}
+
+// ---- Receiving ----
+
+bool ShmTransport::DrainRing(Peer& p) {
+  const uint64_t head = p.in->head.load(std::memory_order_acquire);
+  if (head == p.in_tail) return false;
+  const char* data = RingData(p.in);
+  while (p.in_tail != head && !aborted_) {
+    const size_t pos = p.in_tail % kShmRingBytes;
+    Frame f;
+    std::memcpy(&f, data + pos, sizeof(f));
+    if (f.type == FrameType::kPad) {
+      p.in_tail += kShmRingBytes - pos;
+    } else {
+      if (FrameBytes(f.len) > kShmRingBytes - pos || FrameBytes(f.len) > head - p.in_tail) {
+        AbortLocked(ProtocolError("rank " + std::to_string(opts_.rank) + ": a frame of " + std::to_string(f.len) +
+                                  " bytes from " + PeerDesc(p.rank) + " does not fit its ring"));
+        return true;
+      }
+      Status st = OnFrame(p, f, data + pos + sizeof(Frame));
+      if (!st.ok()) {
+        AbortLocked(st);
+        return true;
+      }
+      p.in_tail += FrameBytes(f.len);
+    }
+    p.in->tail.store(p.in_tail, std::memory_order_release);
+  }
+  Ring(p.ctl);  // its writer may wait for the space
+  return true;
+}
+
+Status ShmTransport::OnFrame(Peer& p, const Frame& f, const char* payload) {
+  switch (f.type) {
+    case FrameType::kData:
+      if (f.arg == 0 && p.incoming.active) break;
+      if (f.arg != 0 && (!p.incoming.active || f.tag != p.incoming.tag || f.arg != p.incoming.got)) break;
+      if (f.arg + f.len > f.total) break;
+      OnData(p, f, payload);
+      return Status::Ok();
+    case FrameType::kRts:
+      if (p.incoming.active) break;
+      OnRts(p, f);
+      return Status::Ok();
+    case FrameType::kAck:
+      OnAck(p, f);
+      return Status::Ok();
+    case FrameType::kCts:
+      OnCts(p, f);
+      return Status::Ok();
+    default:
+      break;
+  }
+  return ProtocolError("rank " + std::to_string(opts_.rank) + ": a malformed frame (type " +
+                       std::to_string(static_cast<uint32_t>(f.type)) + ", tag " + std::to_string(f.tag) + ") from " +
+                       PeerDesc(p.rank));
+}
+
+void ShmTransport::TakeEarly(Early& e, uint64_t bytes) {
+  e.buf = TakeBuffer(&early_bufs_, bytes);
+  early_messages_.fetch_add(1, std::memory_order_relaxed);
+  early_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void ShmTransport::OnData(Peer& p, const Frame& f, const char* payload) {
+  Incoming& in = p.incoming;
+  if (f.arg == 0 && !in.active) {  // the first frame of a message
+    in.active = true;
+    in.tag = f.tag;
+    in.total = f.total;
+    in.got = 0;
+    in.fingerprint = f.fingerprint;
+    in.recv.reset();
+    in.early = nullptr;
+    if (f.cookie != 0) {  // asked for by our kCts: its receive is known, and matched
+      for (size_t i = 0; i < p.streams.size(); ++i) {
+        if (p.streams[i].first != f.cookie) continue;
+        in.recv = std::move(p.streams[i].second);
+        p.streams.erase(p.streams.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    } else if (p.groups.Arrived(TagGroup(f.tag), f.fingerprint)) {
+      FailGroup(p, TagGroup(f.tag), f.fingerprint);
+    }
+    TagQueue& q = p.tags.Get(f.tag);
+    if (f.cookie != 0) {
+      p.tags.RetireIfIdle(q);
+    } else if (q.early_head == q.early.size() && q.recv_head < q.recvs.size()) {
+      BasicRequestPtr r = std::move(q.recvs[q.recv_head++]);
+      if (!r->Test()) {  // else it failed already: the message goes nowhere
+        Status st = CheckMatch(opts_.rank, p.rank, f.tag, f.total, f.fingerprint, *r);
+        if (st.ok()) {
+          in.recv = std::move(r);
+        } else {
+          Finish(r, st, f.fingerprint);
+        }
+      }
+      p.tags.RetireIfIdle(q);
+    } else {
+      auto e = std::make_unique<Early>();
+      e->fingerprint = f.fingerprint;
+      e->total = f.total;
+      TakeEarly(*e, f.total);
+      in.early = e.get();
+      q.early.push_back(std::move(e));
+    }
+  }
+  if (in.recv && in.recv->Test()) in.recv.reset();  // failed meanwhile (its group): stop writing
+  if (f.len > 0) {
+    if (in.recv) {
+      std::memcpy(in.recv->buf() + f.arg, payload, f.len);
+    } else if (in.early != nullptr) {
+      std::memcpy(in.early->buf.data() + f.arg, payload, f.len);
+    }
+  }
+  in.got += f.len;
+  if (in.early != nullptr) in.early->got = in.got;
+  if (in.got < in.total) return;
+  in.active = false;
+  if (in.recv) {
+    Finish(in.recv, Status::Ok());
+    in.recv.reset();
+  } else if (in.early != nullptr) {
+    in.early = nullptr;
+    MatchQueued(p, p.tags.Get(in.tag));
+  }
+}
+
+void ShmTransport::OnRts(Peer& p, const Frame& f) {
+  if (p.groups.Arrived(TagGroup(f.tag), f.fingerprint)) FailGroup(p, TagGroup(f.tag), f.fingerprint);
+  auto e = std::make_unique<Early>();
+  e->fingerprint = f.fingerprint;
+  e->total = f.total;
+  e->rts = true;
+  e->addr = f.arg;
+  e->cookie = f.cookie;
+  TagQueue& q = p.tags.Get(f.tag);
+  q.early.push_back(std::move(e));
+  MatchQueued(p, q);
+}
+
+void ShmTransport::OnAck(Peer& p, const Frame& f) {
+  for (size_t i = 0; i < p.awaiting_ack.size(); ++i) {
+    if (p.awaiting_ack[i].first != f.cookie) continue;
+    BasicRequestPtr s = std::move(p.awaiting_ack[i].second);
+    p.awaiting_ack.erase(p.awaiting_ack.begin() + static_cast<std::ptrdiff_t>(i));
+    if (static_cast<AckStatus>(f.arg) == AckStatus::kReadFailed) {
+      Finish(s, PeerFailed(PeerDesc(p.rank) + " could not read rank " + std::to_string(opts_.rank) + "'s " +
+                           s->Describe() + " from its memory"));
+    } else {
+      Finish(s, Status::Ok());
+    }
+    return;
+  }
+}
+
+void ShmTransport::OnCts(Peer& p, const Frame& f) {
+  for (size_t i = 0; i < p.awaiting_ack.size(); ++i) {
+    if (p.awaiting_ack[i].first != f.cookie) continue;
+    OutFrame of;
+    of.send = std::move(p.awaiting_ack[i].second);
+    p.awaiting_ack.erase(p.awaiting_ack.begin() + static_cast<std::ptrdiff_t>(i));
+    of.frame = {FrameType::kData, 0, of.send->tag(), of.send->fingerprint(), of.send->bytes(), 0, f.cookie};
+    return Queue(p, std::move(of));
+  }
+}
+
+Status ShmTransport::ReadRemote(Peer& p, void* dst, uint64_t addr, uint64_t bytes) {
+  if (p.pid == getpid()) {
+    if (bytes > 0) std::memcpy(dst, reinterpret_cast<const void*>(addr), bytes);
+  } else {
+    uint64_t done = 0;
+    while (done < bytes) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes - done, uint64_t{1} << 30));
+      struct iovec local = {static_cast<char*>(dst) + done, n};
+      struct iovec remote = {reinterpret_cast<void*>(addr + done), n};
+      const ssize_t got = process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        const int err = got < 0 ? errno : EIO;
+        if (err == ESRCH) return PeerFailed(PeerDesc(p.rank) + " exited while rank " + std::to_string(opts_.rank) + " read its message");
+        return IoError("rank " + std::to_string(opts_.rank) + ": reading a message of " + std::to_string(bytes) +
+                           " bytes from " + PeerDesc(p.rank) + "'s memory",
+                       err);
+      }
+      done += static_cast<uint64_t>(got);
+    }
+  }
+  // The sender may have aborted (and its caller reused the buffer) while we read: the
+  // bytes are good only if it was still running after the read.
+  if (p.ctl->state.load(std::memory_order_seq_cst) != static_cast<uint32_t>(PeerState::kRunning)) {
+    return PeerStateError(p);
+  }
+  return Status::Ok();
+}
+
+void ShmTransport::Deliver(Peer& p, Early& e, const BasicRequestPtr& r) {
+  Status st = CheckMatch(opts_.rank, p.rank, r->tag(), e.total, e.fingerprint, *r);
+  if (!st.ok()) {
+    if (e.rts) SendControl(p, FrameType::kAck, e.cookie, static_cast<uint64_t>(AckStatus::kDiscarded));
+    return Finish(r, st, e.fingerprint);
+  }
+  if (e.rts && e.addr == 0) {  // the sender streams it once asked: its frames land in r
+    p.streams.emplace_back(e.cookie, r);
+    return SendControl(p, FrameType::kCts, e.cookie, 0);
+  }
+  if (e.rts) {
+    st = ReadRemote(p, r->buf(), e.addr, e.total);
+    SendControl(p, FrameType::kAck, e.cookie,
+                static_cast<uint64_t>(st.ok() ? AckStatus::kRead : AckStatus::kReadFailed));
+  } else if (e.total > 0) {
+    std::memcpy(r->buf(), e.buf.data(), e.total);
+  }
+  Finish(r, st);
+}
+
+void ShmTransport::MatchQueued(Peer& p, TagQueue& q) {
+  while (q.recv_head < q.recvs.size() && q.early_head < q.early.size() && q.early[q.early_head]->complete()) {
+    BasicRequestPtr r = std::move(q.recvs[q.recv_head++]);
+    std::unique_ptr<Early> e = std::move(q.early[q.early_head++]);
+    if (!r->Test()) {
+      Deliver(p, *e, r);
+    } else if (e->rts) {
+      SendControl(p, FrameType::kAck, e->cookie, static_cast<uint64_t>(AckStatus::kDiscarded));
+    }
+  }
+  p.tags.RetireIfIdle(q);
+}
+
+void ShmTransport::FailGroup(Peer& p, uint64_t group, uint64_t remote_fp) {
+  for (auto& q : p.tags.live) {
+    if (TagGroup(q->tag) != group) continue;
+    for (size_t i = q->recv_head; i < q->recvs.size(); ++i) {
+      if (!q->recvs[i]->Test()) Finish(q->recvs[i], GroupMismatch(opts_.rank, p.rank, q->tag), remote_fp);
+    }
+  }
+  for (auto& [cookie, r] : p.streams) {
+    if (TagGroup(r->tag()) == group) Finish(r, GroupMismatch(opts_.rank, p.rank, r->tag()), remote_fp);
+  }
+  if (p.incoming.active && p.incoming.recv && TagGroup(p.incoming.tag) == group) {
+    Finish(p.incoming.recv, GroupMismatch(opts_.rank, p.rank, p.incoming.tag), remote_fp);
+  }
+}
+
+void ShmTransport::Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp) {
+  if (req->Complete(st, remote_fp)) {
+    --active_;
+    completed_ = true;
+  }
+}
+
+// ---- Failures ----
+
+bool ShmTransport::HasPending(const Peer& p) const {
+  if (!p.awaiting_ack.empty() || !p.streams.empty() || p.outq_head < p.outq.size() ||
+      (p.incoming.active && p.incoming.recv)) {
+    return true;
+  }
+  for (const auto& q : p.tags.live) {
+    for (size_t i = q->recv_head; i < q->recvs.size(); ++i) {
+      if (!q->recvs[i]->Test()) return true;
+    }
+  }
+  return false;
+}
+
+void ShmTransport::PeerGone(Peer& p, const Status& why) {
+  if (!p.gone.ok()) return;
+  p.gone = why;
+  if (HasPending(p)) AbortLocked(why);
+}
+
+Status ShmTransport::PeerStateError(const Peer& p) const {
+  if (p.ctl->state.load(std::memory_order_acquire) == static_cast<uint32_t>(PeerState::kAborted)) {
+    return PeerFailed(PeerDesc(p.rank) + " aborted: " +
+                      std::string(p.ctl->reason, strnlen(p.ctl->reason, sizeof(p.ctl->reason))));
+  }
+  return PeerFailed(PeerDesc(p.rank) + " closed its communicator while rank " + std::to_string(opts_.rank) +
+                    " still exchanged messages with it");
+}
+
+void ShmTransport::CheckPeers() {
+  for (auto& pp : peers_) {
+    if (!pp) continue;
+    Peer& p = *pp;
+    const uint32_t st = p.ctl->state.load(std::memory_order_acquire);
+    if (st == p.seen_state) continue;
+    p.seen_state = st;
+    if (st == static_cast<uint32_t>(PeerState::kAborted)) return AbortLocked(PeerStateError(p));
+    if (st == static_cast<uint32_t>(PeerState::kClosed)) PeerGone(p, PeerStateError(p));
+  }
+}
+
+void ShmTransport::Abort(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    AbortLocked(reason);
+  }
+  Ring(ctl_);
+}
+
+void ShmTransport::AbortLocked(const Status& reason) {
+  if (aborted_) return;
+  aborted_ = true;
+  abort_status_ = reason.ok() ? AbortedError("aborted") : reason;
+  aborted_flag_.store(true);
+  health_.Set(abort_status_);
+  // Tell the peers first: they fail their requests naming this rank and the reason.
+  const std::string msg = abort_status_.message();
+  const size_t n = std::min(msg.size(), sizeof(ctl_->reason) - 1);
+  std::memcpy(ctl_->reason, msg.data(), n);
+  ctl_->reason[n] = '\0';
+  ctl_->state.store(static_cast<uint32_t>(PeerState::kAborted), std::memory_order_seq_cst);
+  for (auto& p : peers_) {
+    if (!p || p->ctl == nullptr) continue;
+    p->ctl->alert.fetch_add(1, std::memory_order_seq_cst);
+    Ring(p->ctl);
+  }
+  // Every request this transport tracks fails; none of their buffers is touched again
+  // (everything that touches them holds mu_ and looks at aborted_ first).
+  for (BasicRequestPtr& r : deadlines_.TakeAll()) Finish(r, abort_status_);
+  for (auto& p : peers_) {
+    if (!p) continue;
+    p->outq.clear();
+    p->outq_head = 0;
+    p->out_blocked.store(false);
+    p->awaiting_ack.clear();
+    p->streams.clear();
+    p->incoming = Incoming();
+    p->tags.live.clear();
+  }
+  self_tags_.live.clear();
+}
+
+// ---- Progress ----
+
+bool ShmTransport::PollLocked(Clock::time_point now) {
+  if (aborted_) return false;
+  completed_ = false;
+  bool moved = false;
+  // A peer's frames precede its change of state: read the state, then drain, then act
+  // on the state, so that what it sent before it aborted or closed still lands.
+  const uint32_t alert = ctl_->alert.load(std::memory_order_acquire);
+  for (auto& p : peers_) {
+    if (!p || aborted_) continue;
+    moved |= DrainRing(*p);
+    if (p->out_blocked.load(std::memory_order_relaxed)) moved |= PushOut(*p);
+  }
+  if (!aborted_ && alert != seen_alert_.load(std::memory_order_relaxed)) {
+    seen_alert_.store(alert, std::memory_order_relaxed);
+    CheckPeers();
+    moved = true;
+  }
+  if (!aborted_) {
+    if (BasicRequestPtr r = deadlines_.Expired(now)) {
+      // A request past its deadline: its buffer could still be read or written by a
+      // peer, so the whole transport stops.
+      AbortLocked(TimeoutError("rank " + std::to_string(opts_.rank) + ": " + r->Describe() + " with " +
+                               PeerDesc(r->peer()) + " did not finish within " + std::to_string(opts_.timeout_ms) +
+                               " ms"));
+    }
+  }
+  if (completed_ || aborted_) {
+    moved = true;
+    Ring(ctl_);  // other threads of this rank may sleep on requests finished here
+  }
+  return moved;
+}
+
+void ShmTransport::Progress() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) PollLocked(Clock::now());
+}
+
+void ShmTransport::Ring(Control* ctl) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ctl->sleepers.load(std::memory_order_relaxed) == 0) return;
+  ctl->doorbell.fetch_add(1, std::memory_order_release);
+  FutexWakeAll(&ctl->doorbell);
+}
+
+bool ShmTransport::HasWork() {
+  if (aborted_flag_.load() || stop_.load()) return true;
+  if (ctl_->alert.load(std::memory_order_acquire) != seen_alert_.load(std::memory_order_relaxed)) return true;
+  for (auto& p : peers_) {
+    if (!p) continue;
+    if (p->in->head.load(std::memory_order_acquire) != p->in->tail.load(std::memory_order_acquire)) return true;
+    if (p->out_blocked.load(std::memory_order_acquire) &&
+        p->out->tail.load(std::memory_order_acquire) != p->out_tail_seen.load(std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void ShmTransport::Sleep(Clock::time_point until) {
+  const uint32_t v = ctl_->doorbell.load(std::memory_order_acquire);
+  ctl_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (!HasWork()) FutexWait(&ctl_->doorbell, v, until);
+  ctl_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ShmTransport::Drive(BasicRequest& req, Deadline deadline) {
+  app_drivers_.fetch_add(1);
+  auto now = Clock::now();
+  auto spin_until = now + std::chrono::microseconds(opts_.spin_us);
+  while (!req.Test() && now < deadline.at()) {
+    bool moved;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      moved = PollLocked(now);
+    }
+    if (req.Test()) break;
+    now = Clock::now();
+    if (moved) spin_until = now + std::chrono::microseconds(opts_.spin_us);
+    if (now < spin_until) {
+      // The answer to a short message is microseconds away. Where ranks outnumber
+      // cores, the peer may need this core to send it.
+      if (opts_.crowded) {
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
+      continue;
+    }
+    Sleep(std::min(deadline.at(), now + kMaxSleep));
+    now = Clock::now();
+  }
+  last_app_drive_ns_.store(NowNs(now));
+  app_drivers_.fetch_sub(1);
+}
+
+void ShmTransport::CheckPidfds(int timeout_ms) {
+  std::vector<struct pollfd> fds;
+  std::vector<Peer*> who;
+  for (auto& p : peers_) {
+    if (!p || !p->pidfd.valid()) continue;
+    fds.push_back({p->pidfd.get(), POLLIN, 0});
+    who.push_back(p.get());
+  }
+  if (fds.empty()) {
+    if (timeout_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+    return;
+  }
+  if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    Peer& p = *who[i];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      p.pidfd.reset();
+      if (!aborted_) {
+        // What it sent before it died is good; then the state it left, or its death.
+        DrainRing(p);
+        PollLocked(Clock::now());
+        if (!aborted_ && p.ctl->state.load() == static_cast<uint32_t>(PeerState::kRunning)) {
+          PeerGone(p, PeerFailed(PeerDesc(p.rank) + " on this host exited without closing its communicator"));
+        }
+      }
+    }
+    Ring(ctl_);
+  }
+}
+
+void ShmTransport::ProxyLoop() {
+  while (!stop_.load()) {
+    const auto now = Clock::now();
+    if (app_drivers_.load() > 0) {
+      CheckPidfds(20);  // the application threads drive; watch the peers
+      continue;
+    }
+    if (NowNs(now) - last_app_drive_ns_.load() < std::chrono::nanoseconds(kProxyHandBack).count()) {
+      CheckPidfds(2);
+      continue;
+    }
+    bool moved;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      moved = PollLocked(now);
+    }
+    CheckPidfds(0);
+    if (!moved) Sleep(now + std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace chorus::transport
