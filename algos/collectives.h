@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "algos/context.h"
+#include "algos/topology.h"
 #include "chorus/types.h"
 
 namespace chorus::algos {
@@ -24,12 +25,19 @@ struct Tuning {
   // costs more than a round trip, so the trees' chunks of kGrantAtBytes and more all
   // wait for their grant instead of going unasked to a peer that may be a call behind.
   bool crowded_cores = false;
+  // Hosts x ranks, for the hierarchical algorithms (null: every rank a host of its own).
+  const Topology* topology = nullptr;
 };
 
 // all_reduce: ring = reduce-scatter then all-gather, pipelined in chunks.
 // 2(n-1) steps, 2(n-1)/n * S bytes sent per rank: bandwidth-optimal for large S.
 Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                      const Tuning& tuning);
+// all_reduce over hosts with as many ranks each: reduce-scatter within each host, an
+// all-reduce of each rank's slice across hosts, all-gather within each host. The
+// network carries S per host and direction instead of the flat ring's 2(n-1)/n * S.
+Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
+                             DataType dtype, ReduceOp op, const Tuning& tuning);
 // all_reduce: recursive doubling (non-powers of two fold the extra ranks in first).
 // log2(n) steps, S*log2(n) bytes: latency-optimal for small S.
 Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,

@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "algos/chunking.h"
@@ -13,7 +14,8 @@ namespace {
 // The algorithms that can run each collective, the first being the default.
 bool Supports(Collective c, Algorithm a) {
   switch (c) {
-    case Collective::kAllReduce: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
+    case Collective::kAllReduce:
+      return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical;
     case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
     case Collective::kBroadcast: return a == Algorithm::kTree || a == Algorithm::kChain;
@@ -28,9 +30,15 @@ bool Supports(Collective c, Algorithm a) {
 
 // Whether `a` can run `c` on `world_size` ranks (all_gather's recursive doubling: a
 // power of two).
-bool Fits(Collective c, Algorithm a, int world_size) {
+bool Fits(Collective c, Algorithm a, int world_size, const Topology& topo) {
+  if (a == Algorithm::kHierarchical) return topo.size() == world_size && topo.even() && topo.num_hosts() > 1;
   return !(c == Collective::kAllGather && a == Algorithm::kRecursiveDoubling && !IsPowerOfTwo(world_size));
 }
+
+// Every algorithm the cost model weighs, in order of preference on a tie.
+constexpr Algorithm kCandidates[] = {Algorithm::kRing,  Algorithm::kRecursiveDoubling, Algorithm::kHierarchical,
+                                     Algorithm::kTree,  Algorithm::kChain,             Algorithm::kLinear,
+                                     Algorithm::kPairwise, Algorithm::kDissemination};
 
 Algorithm OnlyAlgorithm(Collective c) {
   switch (c) {
@@ -58,6 +66,7 @@ const char* AlgorithmName(Algorithm a) {
     case Algorithm::kLinear: return "linear";
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kDissemination: return "dissemination";
+    case Algorithm::kHierarchical: return "hierarchical";
     case Algorithm::kCudaIpc: return "cuda_ipc";
   }
   return "unknown";
@@ -66,21 +75,21 @@ const char* AlgorithmName(Algorithm a) {
 bool Streams(Collective c, Algorithm a) {
   // all_reduce's recursive doubling runs on small buffers, whole; the barrier moves no
   // data; CUDA IPC does not stage.
-  return c != Collective::kBarrier && a != Algorithm::kCudaIpc &&
+  return c != Collective::kBarrier && a != Algorithm::kCudaIpc && a != Algorithm::kHierarchical &&
          !(c == Collective::kAllReduce && a == Algorithm::kRecursiveDoubling);
 }
 
 Result<Algorithm> ParseAlgorithm(const std::string& name) {
-  const Algorithm all[] = {Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kTree,
-                           Algorithm::kChain,  Algorithm::kLinear,            Algorithm::kPairwise,
-                           Algorithm::kDissemination};
+  const Algorithm all[] = {Algorithm::kRing,     Algorithm::kRecursiveDoubling, Algorithm::kTree,
+                           Algorithm::kChain,    Algorithm::kLinear,            Algorithm::kPairwise,
+                           Algorithm::kDissemination, Algorithm::kHierarchical};
   if (strcasecmp(name.c_str(), "rd") == 0) return Algorithm::kRecursiveDoubling;
   for (Algorithm a : all) {
     if (strcasecmp(name.c_str(), AlgorithmName(a)) == 0) return a;
   }
   return InvalidArgument("CHORUS_ALGO='" + name +
                          "' is not an algorithm (ring, recursive_doubling|rd, tree, chain, linear, pairwise, "
-                         "dissemination)");
+                         "dissemination, hierarchical)");
 }
 
 Result<Selector> Selector::Create(const SelectorConfig& config) {
@@ -94,59 +103,59 @@ Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain
   // The reason is made only where asked for: every call chooses, few explain (building
   // it was a sixth of an 8-byte broadcast's instructions outside the kernel).
   const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
-  if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size)) {
-    return because(forced_, [&] { return "forced by CHORUS_ALGO=" + config_.forced; });
+  const CostModel& m = config_.model;
+  if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size, m.topology)) {
+    return because(forced_, [&] { return "forced by CHORUS_ALGO=" + config_.forced + Predictions(c, bytes, world_size); });
   }
+  const auto where = [&] {
+    return m.topology.size() == world_size ? m.topology.Describe() : std::to_string(world_size) + " ranks";
+  };
   const auto note = [&]() -> std::string {
     if (!has_forced_) return "";
     return " (CHORUS_ALGO=" + config_.forced +
-           (Supports(c, forced_) ? " needs a power-of-two world for " : " does not apply to ") + CollectiveName(c) +
+           (Supports(c, forced_) ? " cannot run " + std::string(CollectiveName(c)) + " on " + where()
+                                 : " does not apply to " + std::string(CollectiveName(c))) +
            ")";
   };
-  switch (c) {
-    case Collective::kAllReduce:
-      if (world_size > 1 && bytes <= config_.allreduce_rd_max_bytes) {
-        return because(Algorithm::kRecursiveDoubling, [&] {
-          return std::to_string(bytes) + " B <= " + std::to_string(config_.allreduce_rd_max_bytes) +
-                 " B: latency-bound, log2(n) steps" + note();
-        });
-      }
-      return because(Algorithm::kRing, [&] {
-        return std::to_string(bytes) + " B > " + std::to_string(config_.allreduce_rd_max_bytes) +
-               " B: bandwidth-bound, ring sends 2(n-1)/n of the data" + note();
-      });
-    case Collective::kAllGather:
-      if (world_size >= 4 && IsPowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes) {
-        return because(Algorithm::kRecursiveDoubling, [&] {
-          return std::to_string(bytes) + " B <= " + std::to_string(kAllGatherRdMaxBytes) +
-                 " B on a power-of-two world: latency-bound, log2(n) steps" + note();
-        });
-      }
-      return because(Algorithm::kRing, [&] {
-        return std::to_string(bytes) + " B on " + std::to_string(world_size) + " ranks: ring, pipelined in chunks" +
-               note();
-      });
-    case Collective::kBroadcast: {
-      // Of C chunks on n ranks, the chain delivers the last after about (n - 2) + C
-      // chunk times, the binomial tree after about ceil(log2 n) * C (its root sends
-      // every chunk to each of its children in turn). 3 and 4 ranks on 2 cores, loopback
-      // (2026-11-26): the chain took 0.36-0.40 ms for 2 MiB on 3 ranks against the
-      // tree's 0.61-0.64, 1.4-1.5 ms for 4 MiB on 4 ranks against 2.0-2.1.
-      const size_t chunk = std::max<size_t>(1, config_.chunk_bytes);
-      const size_t chunks = std::max<size_t>(1, (bytes + chunk - 1) / chunk);
-      size_t depth = 0;  // ceil(log2 n)
-      while ((size_t{1} << depth) < static_cast<size_t>(world_size)) ++depth;
-      const size_t chain = static_cast<size_t>(std::max(world_size - 2, 0)) + chunks, tree = depth * chunks;
-      return because(world_size > 2 && chain < tree ? Algorithm::kChain : Algorithm::kTree, [&] {
-        return std::to_string(bytes) + " B in " + std::to_string(chunks) + " chunks of " + std::to_string(chunk) +
-               " B on " + std::to_string(world_size) + " ranks: chain ~" + std::to_string(chain) +
-               " chunk times, binomial tree ~" + std::to_string(tree) + note();
-      });
-    }
-    default:
-      return because(OnlyAlgorithm(c),
-                     [&] { return std::string("the only algorithm for ") + CollectiveName(c) + note(); });
+  if (c == Collective::kAllGather) {
+    const bool rd = world_size >= 4 && IsPowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes;
+    return because(rd ? Algorithm::kRecursiveDoubling : Algorithm::kRing, [&] {
+      return std::to_string(bytes) + " B on " + std::to_string(world_size) +
+             (rd ? " ranks (a power of two, at most " + std::to_string(kAllGatherRdMaxBytes) + " B): recursive doubling"
+                 : " ranks: ring, pipelined in chunks") +
+             Predictions(c, bytes, world_size) + note();
+    });
   }
+  // The candidate predicted fastest; the first of a tie (the default).
+  Algorithm best = OnlyAlgorithm(c);
+  double best_us = -1;
+  for (Algorithm a : kCandidates) {
+    if (!Supports(c, a) || !Fits(c, a, world_size, m.topology)) continue;
+    const double us = m.PredictUs(c, a, bytes, world_size);
+    if (us >= 0 && (best_us < 0 || us < best_us)) {
+      best = a;
+      best_us = us;
+    }
+  }
+  return because(best, [&] {
+    const bool hosts = m.topology.size() == world_size && m.topology.num_hosts() > 1;
+    return std::to_string(bytes) + " B on " + where() + " (" + LinkName(m.intra) + " within hosts" +
+           (hosts ? std::string(", ") + LinkName(m.inter) + " between" : std::string()) +
+           "): lowest predicted time" + Predictions(c, bytes, world_size) + note();
+  });
+}
+
+std::string Selector::Predictions(Collective c, size_t bytes, int world_size) const {
+  std::string out;
+  for (Algorithm a : kCandidates) {
+    if (!Supports(c, a) || !Fits(c, a, world_size, config_.model.topology)) continue;
+    const double us = config_.model.PredictUs(c, a, bytes, world_size);
+    if (us < 0) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s %.1f us", AlgorithmName(a), us);
+    out += (out.empty() ? "; predicted: " : ", ") + std::string(buf);
+  }
+  return out;
 }
 
 Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const {

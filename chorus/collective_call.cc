@@ -121,6 +121,9 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       if (algorithm == algos::Algorithm::kRecursiveDoubling) {
         return algos::AllReduceRecursiveDoubling(ctx, c.send, c.recv, c.count, c.dtype, c.op);
       }
+      if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
+        return algos::AllReduceHierarchical(ctx, *tuning.topology, c.send, c.recv, c.count, c.dtype, c.op, tuning);
+      }
       return algos::AllReduceRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
     case Collective::kBroadcast:
       if (algorithm == algos::Algorithm::kChain) {

@@ -109,11 +109,9 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   const Deadline deadline = Deadline::AfterMs(config_.connect_timeout_ms);
   algos::SelectorConfig sc;
   sc.forced = config_.algo;
-  sc.allreduce_rd_max_bytes = static_cast<size_t>(config_.allreduce_rd_max_bytes);
-  sc.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
-  Result<algos::Selector> selector = algos::Selector::Create(sc);
-  if (!selector.ok()) return selector.status();
-  selector_ = std::make_unique<algos::Selector>(selector.value());
+  sc.model.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
+  // A bad CHORUS_ALGO fails before any connection is made.
+  CHORUS_RETURN_IF_ERROR(algos::Selector::Create(sc).status());
   tuning_.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
 
   // The communicator's id, which every connection's handshake checks.
@@ -141,6 +139,17 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   local_rank_ = 0;
   for (int r = 0; r < rank_; ++r) local_rank_ += peers_[r].host_id == my_host;
   local_size_ = hosts.at(my_host).ranks;
+  // The selector weighs the hosts x ranks and the links between them.
+  std::vector<std::string> host_ids;
+  for (const rendezvous::PeerInfo& p : peers_) host_ids.push_back(p.host_id);
+  sc.model.topology = algos::Topology::FromHostIds(host_ids);
+  sc.model.intra = setup.value().intra;
+  sc.model.inter = setup.value().inter;
+  Result<algos::Selector> selector = algos::Selector::Create(sc);
+  if (!selector.ok()) return selector.status();
+  selector_ = std::make_unique<algos::Selector>(selector.value());
+  topology_ = sc.model.topology;
+  tuning_.topology = &topology_;
 
   // Every rank tunes alike: crowded where some host runs more ranks than it has cores.
   for (const auto& [id, h] : hosts) {

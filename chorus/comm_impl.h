@@ -107,6 +107,7 @@ class CommunicatorImpl {
   std::string transport_choice_;
   std::unique_ptr<algos::Selector> selector_;
   algos::Tuning tuning_;
+  algos::Topology topology_;  // tuning_.topology points here
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

@@ -73,8 +73,7 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   c.tcp_lanes = static_cast<int>(lanes.value());
   if (auto v = env("CHORUS_SOCKET_IFNAME")) c.socket_ifname = *v;
   if (auto v = env("CHORUS_ALGO")) c.algo = *v;
-  for (auto [name, field] : {std::pair<const char*, int64_t*>{"CHORUS_RD_MAX_BYTES", &c.allreduce_rd_max_bytes},
-                             {"CHORUS_CHUNK_BYTES", &c.chunk_bytes},
+  for (auto [name, field] : {std::pair<const char*, int64_t*>{"CHORUS_CHUNK_BYTES", &c.chunk_bytes},
                              {"CHORUS_STAGING_WINDOW", &c.staging_window_bytes},
                              {"CHORUS_SOCKET_BUFSIZE", &c.socket_bufsize},
                              {"CHORUS_STRIPE_MIN", &c.stripe_min_bytes},

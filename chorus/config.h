@@ -92,8 +92,6 @@ struct Config {
   std::string socket_ifname;
   // Force an algorithm where it applies (CHORUS_ALGO: ring, recursive_doubling, tree, ...).
   std::string algo;
-  // all_reduce uses recursive doubling up to this size (CHORUS_RD_MAX_BYTES), ring above.
-  int64_t allreduce_rd_max_bytes = 64 << 10;
   // Device buffers staged through host memory: all_reduce, broadcast and reduce run in
   // windows of at most this many bytes, one after the other, so the pinned host
   // stand-ins stay this small whatever the call's size (CHORUS_STAGING_WINDOW; 0: one

@@ -152,6 +152,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     tcp.reset();
   } else if (without_rdma.empty() && rdma) {
     network_choice = "rdma (every rank has a verbs device)";
+    out.intra = out.inter = algos::LinkKind::kRdma;
     CHORUS_RETURN_IF_ERROR(rdma->Connect(rdma_addrs, hosts));
     // Every queue pair must be ready to receive before any rank sends its HELLO.
     CHORUS_RETURN_IF_ERROR(rendezvous::Barrier(store, prefix + "rdma_ready", rank, size, deadline));
@@ -174,6 +175,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
 
   // 5. One transport: shared memory for this host's ranks, the network for the others.
   const std::string shm_choice = "shm between the " + std::to_string(group.size()) + " ranks of this host";
+  if (shm) out.intra = algos::LinkKind::kShm;
   if (shm && network) {
     std::vector<int> route(size, 1);
     for (int r : group) route[r] = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/cost_model.h"
 #include "chorus/config.h"
 #include "chorus/deadline.h"
 #include "chorus/status.h"
@@ -23,6 +24,9 @@ struct TransportSetup {
   std::unique_ptr<transport::Transport> transport;
   std::vector<rendezvous::PeerInfo> peers;  // every rank's, by rank
   std::string choice;                       // "rdma: every rank has a verbs device"
+  // What carries messages within this host and between hosts (the cost model's links).
+  algos::LinkKind intra = algos::LinkKind::kTcp;
+  algos::LinkKind inter = algos::LinkKind::kTcp;
 };
 
 Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& store, const std::string& prefix,

@@ -197,7 +197,11 @@ TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
     const uint64_t before = c.Counters().early_messages;
     Result<std::string> small = c.Explain("all_reduce", 2, DataType::kFloat32);
     RANK_OK(small.status());
-    RANK_CHECK(small->find("all_reduce of 2 float32 (8 B) on 3 ranks: recursive_doubling (8 B <= 65536 B") == 0,
+    RANK_CHECK(small->find("all_reduce of 2 float32 (8 B) on 3 ranks: recursive_doubling (8 B on 1 host x 3 ranks") == 0,
+               *small);
+    // Every candidate's predicted time, beside the choice.
+    RANK_CHECK(small->find("lowest predicted time; predicted: ring ") != std::string::npos &&
+                   small->find(", recursive_doubling ") != std::string::npos,
                *small);
     // The transport, as Describe names it (TCP, or RDMA in the RDMA lane).
     const size_t over = small->find(", over ");
@@ -205,7 +209,7 @@ TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
                *small + " | " + c.Describe());
     Result<std::string> bcast = c.Explain("broadcast", 1 << 20, DataType::kFloat32);  // 4 MiB: 8 chunks
     RANK_OK(bcast.status());
-    RANK_CHECK(bcast->find(": chain (4194304 B in 8 chunks of 524288 B on 3 ranks") != std::string::npos, *bcast);
+    RANK_CHECK(bcast->find(": chain (4194304 B on 1 host x 3 ranks") != std::string::npos, *bcast);
     Result<std::string> big = c.Explain("all_reduce", size_t{40} << 20, DataType::kFloat32);  // 160 MiB
     RANK_OK(big.status());
     RANK_CHECK(big->find("3 windows of up to 67108864 B (CHORUS_STAGING_WINDOW), each ring") != std::string::npos,

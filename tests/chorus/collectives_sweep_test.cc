@@ -1,5 +1,6 @@
 // Every collective through the public API on world sizes 1..5 (forked ranks, file://
-// rendezvous, TCP on loopback), checked against the scalar reference with fresh
+// rendezvous; shared memory (through the rings, and read from the sender's memory)
+// and TCP on loopback), checked against the scalar reference with fresh
 // inputs per call: all 8 dtypes x sizes {0, 1, 7, n-1, 1023} with the op, the
 // placement (in place / out of place), the root (mostly non-zero) and the form
 // (blocking / I-form) rotating across the product; 1 MiB + 3 elements once per
@@ -9,8 +10,11 @@
 // one covers what the API adds: validation, dispatch, buffer conventions, Work.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "chorus/communicator.h"
@@ -85,11 +89,16 @@ std::vector<ApiCase> SweepCases(int n) {
   return cases;
 }
 
-int SweepRank(int rank, const Options& o) {
+// check: what is wrong with the communicator's transport ("" when nothing).
+int SweepRank(int rank, const Options& o, const std::function<std::string(const std::string&)>& check = nullptr) {
   auto comm = Communicator::Create(o);
   RANK_OK(comm.status());
   Communicator& c = **comm;
   const int n = c.size();
+  if (check) {
+    const std::string wrong = check(c.Describe());
+    RANK_CHECK(wrong.empty(), wrong);
+  }
   int i = 0;
   for (const ApiCase& spec : SweepCases(n)) {
     ApiCall call(spec, rank, n);
@@ -102,15 +111,29 @@ int SweepRank(int rank, const Options& o) {
   return 0;
 }
 
-class ApiSweep : public ::testing::TestWithParam<int> {};
+// World size, and the transport between the ranks of this host: "shm" (the rings),
+// "shm_single_copy" (large messages read from the sender's memory) or "tcp".
+using SweepParam = std::tuple<int, std::string>;
+class ApiSweep : public ::testing::TestWithParam<SweepParam> {};
 
 TEST_P(ApiSweep, EveryCollectiveAgainstTheReference) {
-  const int n = GetParam();
+  const auto& [n, transport] = GetParam();
   Options o = FileInitOptions();
+  Config c = o.config.value_or(Config::Process());
+  c.transport = transport == "tcp" ? "tcp" : "shm";
+  c.shm_single_copy = transport == "shm_single_copy" ? "on" : "off";
+  o.config = c;
   MultiProcOptions mp;
   mp.timeout_seconds = 120;
   for (const RankExit& e : RunRanks(
-           n, [&](int r) { return SweepRank(r, o); }, mp)) {
+           n,
+           [&](int r) {
+             // The transport asked for is the one in use.
+             return SweepRank(r, o, [&](const std::string& d) {
+               return n == 1 || d.find(", " + c.transport) != std::string::npos ? "" : "not on " + c.transport + ": " + d;
+             });
+           },
+           mp)) {
     EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
   }
 }
@@ -143,6 +166,7 @@ TEST(ApiSweepInLanes, EveryCollectiveAgainstTheReference) {
            [&](int r) {
              Options mine = o;
              Config c = o.config.value_or(Config::Process());
+             c.transport = "tcp";
              c.tcp_lanes = r == 1 ? 4 : 3;
              mine.config = c;
              return SweepRank(r, mine);
@@ -152,8 +176,55 @@ TEST(ApiSweepInLanes, EveryCollectiveAgainstTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ApiSweep, ::testing::Values(1, 2, 3, 4, 5),
-                         [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
+// Ranks on several hosts (CHORUS_HOSTID per rank; host k of rank r is hosts[r]): shared
+// memory among the ranks of each host, TCP between hosts, in one communicator; groups
+// need not be contiguous nor even. Shared memory never spans two hosts: each rank's
+// shm part counts the ranks of its own host only.
+struct Placement {
+  std::string name;
+  std::vector<int> hosts;
+};
+class ApiSweepPlacements : public ::testing::TestWithParam<Placement> {};
+
+TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) {
+  const std::vector<int>& hosts = GetParam().hosts;
+  const int n = static_cast<int>(hosts.size());
+  Options o = FileInitOptions();
+  MultiProcOptions mp;
+  mp.timeout_seconds = 180;
+  for (const RankExit& e : RunRanks(
+           n,
+           [&](int r) {
+             Options mine = o;
+             Config c = o.config.value_or(Config::Process());
+             c.transport = "auto";
+             c.host_id = "host" + std::to_string(hosts[r]);
+             mine.config = c;
+             const int local = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[r]));
+             return SweepRank(r, mine, [&](const std::string& d) -> std::string {
+               if (local == 1) return d.find("shm") == std::string::npos ? "" : "alone on its host, yet: " + d;
+               const bool ok = d.find("shm (" + std::to_string(local) + " ranks on this host") != std::string::npos &&
+                               d.find(" + tcp") != std::string::npos;
+               return ok ? "" : "expected shm among " + std::to_string(local) + " ranks and tcp: " + d;
+             });
+           },
+           mp)) {
+    EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, ApiSweepPlacements,
+                         ::testing::Values(Placement{"TwoByTwo", {0, 0, 1, 1}}, Placement{"TwoByThree", {0, 0, 0, 1, 1, 1}},
+                                           Placement{"ThreePlusOne", {0, 0, 0, 1}},
+                                           Placement{"Interleaved", {0, 1, 0, 1, 0}}),
+                         [](const ::testing::TestParamInfo<Placement>& info) { return info.param.name; });
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ApiSweep,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
+                                            ::testing::Values("shm", "shm_single_copy", "tcp")),
+                         [](const ::testing::TestParamInfo<SweepParam>& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace chorus::testing

@@ -1,0 +1,131 @@
+#include "algos/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "algos/chunking.h"
+#include "algos/selector.h"
+
+namespace chorus::algos {
+namespace {
+
+// Per transport, measured on the 2-core VM (tools/perf/chorus_perf, 2 ranks, all_reduce
+// of 8 B for the latency and 1-16 MiB for the bandwidth, 2026-11-26); RDMA's row is
+// assumed (Soft-RoCE under QEMU says nothing of a real NIC).
+//                                    latency us   GB/s
+constexpr LinkCost kLinkCosts[] = {/* shm  */ {1.2, 10.0},
+                                   /* tcp  */ {8.0, 3.0},
+                                   /* rdma */ {4.0, 10.0}};
+// Element-wise reduction, GB/s of input reduced (AVX2 on this VM).
+constexpr double kReduceGbps = 8.0;
+
+double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
+
+int CeilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+int FloorLog2(int n) {
+  int k = 0;
+  while ((2 << k) <= n) ++k;
+  return k;
+}
+
+// Recursive doubling over n ranks: `near` of its log2 steps (the first ones, partners
+// r ^ 1, r ^ 2, ...) stay within a host on link `in`, the others cross on `l`; a world
+// that is not a power of two folds its extra ranks in and out over `l`.
+double AllReduceRd(int n, double s, const LinkCost& l, int near = 0, const LinkCost* in = nullptr) {
+  if (n < 2) return 0;
+  const int k = FloorLog2(n), fold = (n & (n - 1)) != 0 ? 1 : 0;
+  double t = fold * (2 * (l.latency_us + Us(s, l.gbps)) + Us(s, kReduceGbps));
+  for (int j = 0; j < k; ++j) {
+    const LinkCost& link = j < near && in != nullptr ? *in : l;
+    t += link.latency_us + Us(s, link.gbps) + Us(s, kReduceGbps);
+  }
+  return t;
+}
+double AllReduceRing(int n, double s, const LinkCost& l) {
+  if (n < 2) return 0;
+  return 2.0 * (n - 1) * l.latency_us + 2.0 * (n - 1) / n * Us(s, l.gbps) + double(n - 1) / n * Us(s, kReduceGbps);
+}
+
+}  // namespace
+
+const char* LinkName(LinkKind k) {
+  switch (k) {
+    case LinkKind::kShm: return "shm";
+    case LinkKind::kTcp: return "tcp";
+    case LinkKind::kRdma: return "rdma";
+  }
+  return "?";
+}
+
+const LinkCost& CostOf(LinkKind k) { return kLinkCosts[static_cast<int>(k)]; }
+
+double CostModel::PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const {
+  const bool known = topology.size() == world_size;
+  const int n = world_size, hosts = known ? topology.num_hosts() : 1;
+  const double s = static_cast<double>(bytes);
+  // A flat algorithm is as slow as its slowest link.
+  const LinkCost& flat = CostOf(hosts > 1 ? inter : intra);
+  switch (c) {
+    case Collective::kAllReduce:
+      if (a == Algorithm::kRecursiveDoubling) {
+        // Hosts of L ranks in a row (L a power of two): the first log2 L steps stay home.
+        const int local = known ? topology.max_local() : n;
+        const bool rows = known && topology.even() && IsPowerOfTwo(local) && topology.hosts[0].back() == local - 1;
+        const LinkCost& in = CostOf(intra);
+        return AllReduceRd(n, s, flat, rows ? FloorLog2(local) : 0, &in);
+      }
+      if (a == Algorithm::kRing) return AllReduceRing(n, s, flat);
+      if (a == Algorithm::kHierarchical) {
+        const int local = known ? topology.max_local() : n;
+        if (!known || !topology.even() || hosts < 2 || local < 2) return -1;
+        // Within the host: reduce-scatter and all-gather, 2(L-1) steps, each rank sends
+        // 2(L-1)/L of S. Across: each rank's slice S/L, the L slices of a host sharing its
+        // network at once (so at S/bandwidth in all).
+        const LinkCost& in = CostOf(intra);
+        const LinkCost& out = CostOf(inter);
+        const LinkCost shared{out.latency_us, out.gbps / local};
+        const double within = 2.0 * (local - 1) * in.latency_us + 2.0 * (local - 1) / local * Us(s, in.gbps) +
+                              double(local - 1) / local * Us(s, kReduceGbps);
+        const double slice = s / local;
+        const double across = slice * 1.0 <= chunk_bytes ? AllReduceRd(hosts, slice, shared)
+                                                         : AllReduceRing(hosts, slice, shared);
+        return within + across;
+      }
+      return -1;
+    case Collective::kBroadcast: {
+      // Of C chunks, the chain delivers the last after (n - 2) + C chunk times, the
+      // binomial tree's root sends each chunk to ceil(log2 n) children in turn.
+      const double chunk = std::min<double>(s, static_cast<double>(std::max<size_t>(1, chunk_bytes)));
+      const double chunks = std::max(1.0, std::ceil(s / std::max(1.0, chunk)));
+      const double t = flat.latency_us + Us(chunk, flat.gbps);
+      if (a == Algorithm::kChain) return n > 2 ? (n - 2 + chunks) * t : -1;
+      if (a == Algorithm::kTree) return CeilLog2(n) * chunks * t;
+      return -1;
+    }
+    case Collective::kAllGather:  // s: the whole output
+      if (a == Algorithm::kRing) return (n - 1) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
+      if (a == Algorithm::kRecursiveDoubling) {
+        if (!IsPowerOfTwo(n)) return -1;
+        return CeilLog2(n) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
+      }
+      return -1;
+    case Collective::kReduceScatter:  // s: one rank's block
+      return (n - 1) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
+    case Collective::kReduce:
+      return CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
+    case Collective::kGather:
+    case Collective::kScatter:
+    case Collective::kAllToAll:  // s: everything one rank ends with
+      return (n - 1) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
+    case Collective::kBarrier:
+      return CeilLog2(n) * flat.latency_us;
+  }
+  return -1;
+}
+
+}  // namespace chorus::algos

@@ -1,0 +1,40 @@
+// How long a collective takes by each algorithm that can run it, predicted from the
+// links' latency and bandwidth (kLinkCosts, one row per transport) and each
+// algorithm's steps and bytes. The selector takes the lowest prediction; Explain
+// prints every candidate's beside the choice.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "algos/fingerprint.h"
+#include "algos/topology.h"
+
+namespace chorus::algos {
+
+enum class Algorithm;
+
+enum class LinkKind { kShm, kTcp, kRdma };
+const char* LinkName(LinkKind k);
+
+// One transport between two ranks: what a message costs before its first byte lands
+// (the call's own overhead included), and the rate of its bytes after.
+struct LinkCost {
+  double latency_us;  // per message
+  double gbps;        // GB/s, one direction, one pair of ranks
+};
+const LinkCost& CostOf(LinkKind k);
+
+struct CostModel {
+  Topology topology;
+  LinkKind intra = LinkKind::kTcp;  // between the ranks of one host
+  LinkKind inter = LinkKind::kTcp;  // between hosts
+  size_t chunk_bytes = 512 << 10;   // the algorithms' pipelining chunk
+
+  // Predicted microseconds of collective `c` of `bytes` (as Selector::Choose counts
+  // them) by algorithm `a` on `world_size` ranks; negative where `a` cannot run it
+  // there. A world other than the topology's is taken as one host of `intra` links.
+  double PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const;
+};
+
+}  // namespace chorus::algos

@@ -1,0 +1,161 @@
+// Shared memory between forked ranks of this host, through the public API: a rank
+// killed mid-collective is named by every other rank within seconds and leaves no
+// segment behind; a directory too small for the rings falls back to TCP saying why, or
+// fails naming it where shared memory was forced; hosts told apart by CHORUS_HOSTID
+// share no memory.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "chorus/communicator.h"
+#include "tests/chorus/api_case.h"
+#include "tests/util/multiproc.h"
+
+namespace chorus::testing {
+namespace {
+
+// A fresh directory under /dev/shm (the tmpfs segments live on), removed at the end.
+class ShmDir {
+ public:
+  ShmDir() {
+    char tmpl[] = "/dev/shm/chorus-test-XXXXXX";
+    path_ = mkdtemp(tmpl) != nullptr ? tmpl : "";
+  }
+  ~ShmDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+  std::vector<std::string> Files() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path_)) out.push_back(e.path().filename());
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+Options ShmOptions(const std::string& dir, const std::string& transport = "shm") {
+  Options o = FileInitOptions(/*timeout_ms=*/60000, /*connect_timeout_ms=*/20000);
+  Config c = o.config.value_or(Config::Process());
+  c.transport = transport;
+  c.shm_dir = dir;
+  o.config = c;
+  return o;
+}
+
+TEST(Shm, RankKilledMidAllReduceIsNamedByEveryRankAndLeavesNoSegment) {
+  ShmDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const Options o = ShmOptions(dir.path());
+  const auto start = std::chrono::steady_clock::now();
+  auto exits = RunRanks(
+      3,
+      [&](int rank) {
+        auto comm = Communicator::Create(o);
+        RANK_OK(comm.status());
+        Communicator& c = **comm;
+        RANK_CHECK(c.Describe().find("shm (3 ranks") != std::string::npos, c.Describe());
+        std::vector<float> big(4 << 20, 1.0f);
+        RANK_OK(c.AllReduce(big.data(), big.data(), 1024, DataType::kFloat32, ReduceOp::kSum));
+        // Every segment is unlinked once mapped (every rank has, once a call went round):
+        // the directory is empty while the communicator works.
+        RANK_CHECK(std::filesystem::is_empty(dir.path()), "segments left in " + dir.path());
+        if (rank == 2) {
+          std::vector<Work> works;
+          for (int i = 0; i < 20; ++i) {
+            works.push_back(c.IAllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum));
+          }
+          usleep(30 * 1000);
+          kill(getpid(), SIGKILL);
+        }
+        Status st;
+        for (int i = 0; i < 200 && st.ok(); ++i) {
+          st = c.AllReduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
+        }
+        RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
+        RANK_CHECK(st.message().find("rank 2") != std::string::npos, st.message());
+        return 0;
+      },
+      {.timeout_seconds = 60});
+  EXPECT_EQ(exits[2].signal, SIGKILL) << exits[2].Describe();
+  EXPECT_TRUE(exits[0].exited && exits[0].code == 0) << exits[0].Describe();
+  EXPECT_TRUE(exits[1].exited && exits[1].code == 0) << exits[1].Describe();
+  // Noticed by the process's exit, far before the 60 s deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_TRUE(dir.Files().empty()) << dir.Files().size() << " files left in " << dir.path();
+}
+
+// A tmpfs of 64 KiB: less than one ring. Needs root (mount); skips naming why otherwise.
+class SmallShm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    if (mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, "size=64k") != 0) {
+      GTEST_SKIP() << "cannot mount a small tmpfs at " << dir_.path() << ": " << std::strerror(errno);
+    }
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+  ShmDir dir_;
+  bool mounted_ = false;
+};
+
+TEST_F(SmallShm, FallsBackToTcpSayingWhy) {
+  const Options o = ShmOptions(dir_.path(), "auto");
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    const std::string d = (*comm)->Describe();
+    RANK_CHECK(d.find("shm") == std::string::npos && d.find("tcp") != std::string::npos, d);
+    std::vector<float> x(1000, 1.0f + rank);
+    RANK_OK((*comm)->AllReduce(x.data(), x.data(), x.size(), DataType::kFloat32, ReduceOp::kSum));
+    RANK_CHECK(x[999] == 3.0f, "wrong sum");
+    return 0;
+  }));
+}
+
+TEST_F(SmallShm, ForcedSharedMemoryFailsNamingTheDirectory) {
+  const Options o = ShmOptions(dir_.path(), "shm");
+  const std::string dir = dir_.path();
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_CHECK(!comm.ok(), "created a communicator on a 64 KiB tmpfs");
+    const std::string m = comm.status().message();
+    RANK_CHECK(m.find("CHORUS_TRANSPORT=shm") != std::string::npos, m);
+    RANK_CHECK(m.find(dir) != std::string::npos && m.find("free") != std::string::npos, m);
+    return 0;
+  }));
+}
+
+// Two ranks that say they are on two hosts (as two namespaces or machines do) share no
+// memory, though they could: the communicator is TCP alone.
+TEST(Shm, HostsToldApartShareNoMemory) {
+  const Options o = ShmOptions("/dev/shm", "auto");
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    Options mine = o;
+    Config c = *o.config;
+    c.host_id = "node" + std::to_string(rank);
+    mine.config = c;
+    auto comm = Communicator::Create(mine);
+    RANK_OK(comm.status());
+    const std::string d = (*comm)->Describe();
+    RANK_CHECK(d.find("shm") == std::string::npos && d.find("tcp") != std::string::npos, d);
+    return 0;
+  }));
+}
+
+}  // namespace
+}  // namespace chorus::testing
