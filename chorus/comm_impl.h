@@ -73,6 +73,8 @@ class CommunicatorImpl {
   // be a window of `whole`, whose fingerprint it then carries (ranks that disagree on
   // the whole call fail at its first window, before anything is written).
   Result<HostRun> Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole);
+  // Runs the call by `algorithm` now; a failure aborts the transport, a success releases the call's tags.
+  Status RunChosen(algos::Context& ctx, const CollectiveCall& call, algos::Algorithm algorithm);
   // Prepare for each of the call's windows (StagingWindows, CHORUS_STAGING_WINDOW), in
   // order: on every rank, whatever its buffers, so that all run the same collectives.
   Result<StagedRuns> PrepareWindows(const CollectiveCall& call);

@@ -21,9 +21,19 @@ namespace {
 constexpr auto kProxyHandBack = std::chrono::milliseconds(2);
 // How long sleepers sleep at most before they look at deadlines again.
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
+// A spinning waiter takes the lock without work in sight this often (deadlines).
+constexpr auto kHousekeeping = std::chrono::microseconds(500);
 
 int64_t NowNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// The kernel's tick-old time (no clock read): enough for deadlines of seconds, and
+// comparable with Clock (both CLOCK_MONOTONIC). Two requests a call each take one.
+Clock::time_point CoarseNow() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
 }
 
 inline void CpuRelax() {
@@ -279,7 +289,7 @@ RequestPtr ShmTransport::Send(int peer, uint64_t tag, const void* buf, size_t by
     return req;
   }
   ++active_;
-  deadlines_.Track(req);
+  deadlines_.Track(req, CoarseNow());
   OutFrame of;
   of.send = req;
   if (bytes >= kLargeMinBytes) {
@@ -322,7 +332,7 @@ RequestPtr ShmTransport::Recv(int peer, uint64_t tag, void* buf, size_t bytes, u
     return req;
   }
   ++active_;
-  deadlines_.Track(req);
+  deadlines_.Track(req, CoarseNow());
   TagQueue& q = p->tags.Get(tag);
   q.recvs.push_back(req);
   if (fingerprint != 0) {
@@ -358,7 +368,7 @@ void ShmTransport::SelfSend(const BasicRequestPtr& req) {
 
 void ShmTransport::SelfRecv(const BasicRequestPtr& req) {
   ++active_;
-  deadlines_.Track(req);
+  deadlines_.Track(req, CoarseNow());
   TagQueue& q = self_tags_.Get(req->tag());
   if (q.early_head < q.early.size()) {
     std::unique_ptr<Early> e = std::move(q.early[q.early_head++]);
@@ -394,7 +404,11 @@ void ShmTransport::SendControl(Peer& p, FrameType type, uint64_t cookie, uint64_
 bool ShmTransport::WriteFrame(Peer& p, const Frame& f, const void* payload) {
   const size_t need = FrameBytes(f.len);
   size_t pos = p.out_head % kShmRingBytes;
-  size_t free = kShmRingBytes - (p.out_head - p.out->tail.load(std::memory_order_acquire));
+  // The reader's tail is a line it writes: read it (a cache miss) only when the last
+  // value read leaves too little room.
+  const size_t worst = need + (pos + need > kShmRingBytes ? kShmRingBytes - pos : 0);
+  if (kShmRingBytes - (p.out_head - p.out_tail) < worst) p.out_tail = p.out->tail.load(std::memory_order_acquire);
+  size_t free = kShmRingBytes - (p.out_head - p.out_tail);
   char* data = RingData(p.out);
   if (pos + need > kShmRingBytes) {  // frames never wrap: pad to the end
     const size_t pad = kShmRingBytes - pos;
@@ -835,7 +849,7 @@ bool ShmTransport::HasWork() {
   if (ctl_->alert.load(std::memory_order_acquire) != seen_alert_.load(std::memory_order_relaxed)) return true;
   for (auto& p : peers_) {
     if (!p) continue;
-    if (p->in->head.load(std::memory_order_acquire) != p->in->tail.load(std::memory_order_acquire)) return true;
+    if (p->in->head.load(std::memory_order_acquire) != p->in->tail.load(std::memory_order_relaxed)) return true;
     if (p->out_blocked.load(std::memory_order_acquire) &&
         p->out->tail.load(std::memory_order_acquire) != p->out_tail_seen.load(std::memory_order_relaxed)) {
       return true;
@@ -855,14 +869,19 @@ void ShmTransport::Drive(BasicRequest& req, Deadline deadline) {
   app_drivers_.fetch_add(1);
   auto now = Clock::now();
   auto spin_until = now + std::chrono::microseconds(opts_.spin_us);
+  auto housekeeping = now;  // deadlines are looked at under the lock, now and then
+  unsigned looks = 0;
   while (!req.Test() && now < deadline.at()) {
-    bool moved;
-    {
+    bool moved = false;
+    if (HasWork() || now >= housekeeping) {
       std::lock_guard<std::mutex> lock(mu_);
       moved = PollLocked(now);
+      housekeeping = now + kHousekeeping;
     }
     if (req.Test()) break;
-    now = Clock::now();
+    // While nothing moves, the clock is read every few looks only (a tenth of a short
+    // call's time went to reading it).
+    if (moved || (++looks & 7) == 0) now = Clock::now();
     if (moved) spin_until = now + std::chrono::microseconds(opts_.spin_us);
     if (now < spin_until) {
       // The answer to a short message is microseconds away. Where ranks outnumber
@@ -904,8 +923,10 @@ void ShmTransport::CheckPidfds(int timeout_ms) {
         // What it sent before it died is good; then the state it left, or its death.
         DrainRing(p);
         PollLocked(Clock::now());
+        // A process that died never comes back: the communicator is broken, whether or
+        // not something waits for it now (a later call, and the shutdown, must not wait).
         if (!aborted_ && p.ctl->state.load() == static_cast<uint32_t>(PeerState::kRunning)) {
-          PeerGone(p, PeerFailed(PeerDesc(p.rank) + " on this host exited without closing its communicator"));
+          AbortLocked(PeerFailed(PeerDesc(p.rank) + " on this host exited without closing its communicator"));
         }
       }
     }

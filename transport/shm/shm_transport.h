@@ -151,6 +151,7 @@ class ShmTransport final : public Transport, public RequestDriver {
     shm::Slot* out = nullptr;        // our ring into it
     shm::Slot* in = nullptr;         // its ring into us (in our segment)
     uint64_t out_head = 0;      // our copy of out->head
+    uint64_t out_tail = 0;      // out->tail when last read: reread only when the ring looks full
     uint64_t in_tail = 0;       // our copy of in->tail
     bool single_copy = false;   // it can read our memory: large sends go as kRts
     std::vector<OutFrame> outq;
