@@ -35,7 +35,11 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
   }
   const int extra = n - p;
   const uint32_t unfold_step = static_cast<uint32_t>(rounds + 1);
-  BufferCache::Buffer incoming = ctx.Scratch(bytes);
+  // Small calls (the ones this algorithm is for) receive on the stack: the scratch
+  // cache's lock and map cost more than the message.
+  alignas(64) char small[512];
+  BufferCache::Buffer scratch;
+  char* const in_buf = bytes <= sizeof(small) ? small : (scratch = ctx.Scratch(bytes)).data();
 
   return AbortOnError(ctx, [&]() -> Status {
     // Step 0: extra ranks hand their data to their partner and wait for the result.
@@ -50,10 +54,10 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
     }
     if (r < 2 * extra) {
       const int partner = r - extra;
-      transport::RequestPtr in = PostRecv(ctx, partner, 0, incoming.data(), bytes);
+      transport::RequestPtr in = PostRecv(ctx, partner, 0, in_buf, bytes);
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *in, partner));
       // The extra rank is the lower one: its data is the left operand.
-      CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, recv, incoming.data(), recv, count));
+      CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, recv, in_buf, recv, count));
     }
 
     // Steps 1..rounds: exchange with the partner at distance 2^k among virtual ranks.
@@ -62,15 +66,15 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
       const int peer_v = v ^ (1 << k);
       const int peer = peer_v + extra;
       const uint32_t step = static_cast<uint32_t>(k + 1);
-      transport::RequestPtr in = PostRecv(ctx, peer, step, incoming.data(), bytes);
+      transport::RequestPtr in = PostRecv(ctx, peer, step, in_buf, bytes);
       transport::RequestPtr out = ctx.transport.Send(peer, ctx.tag(step), recv, bytes, ctx.fingerprint);
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *in, peer));
       // The send reads recv: it must be done before the reduction overwrites it.
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *out, peer));
       if (peer_v < v) {
-        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, recv, incoming.data(), recv, count));
+        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, recv, in_buf, recv, count));
       } else {
-        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, recv, recv, incoming.data(), count));
+        CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, recv, recv, in_buf, count));
       }
     }
     if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, recv, count, n));

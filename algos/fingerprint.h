@@ -5,7 +5,7 @@
 //
 // Layout: [63:60] algorithm + 1 (0: not recorded), [59:56] collective, [55:52] dtype,
 // [51:48] op, [47:32] root, [31:0] count modulo 2^32. The algorithm is part of it because
-// ranks configured differently (CHORUS_ALGO, CHORUS_RD_MAX_BYTES) would otherwise run
+// ranks configured differently (CHORUS_ALGO, CHORUS_HOSTID) would otherwise run
 // different schedules for the same call and wait for each other until the deadline.
 #pragma once
 

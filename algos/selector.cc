@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -92,6 +93,13 @@ Result<Algorithm> ParseAlgorithm(const std::string& name) {
                          "dissemination, hierarchical)");
 }
 
+namespace {
+std::atomic<uint64_t> next_selector_id{1};
+}  // namespace
+
+Selector::Selector(SelectorConfig config, bool has_forced, Algorithm forced)
+    : config_(std::move(config)), has_forced_(has_forced), forced_(forced), id_(next_selector_id.fetch_add(1)) {}
+
 Result<Selector> Selector::Create(const SelectorConfig& config) {
   if (config.forced.empty()) return Selector(config, false, Algorithm::kRing);
   Result<Algorithm> a = ParseAlgorithm(config.forced);
@@ -102,6 +110,27 @@ Result<Selector> Selector::Create(const SelectorConfig& config) {
 Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain) const {
   // The reason is made only where asked for: every call chooses, few explain (building
   // it was a sixth of an 8-byte broadcast's instructions outside the kernel).
+  const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
+  const CostModel& m = config_.model;
+  // Every call chooses; most repeat the last call's choice. A choice depends only on
+  // the selector and (c, bytes, world_size); the reason is made afresh when asked for.
+  struct Last {
+    uint64_t selector = UINT64_MAX;  // none yet
+    Collective c{};
+    size_t bytes = 0;
+    int world_size = 0;
+    Algorithm algorithm{};
+  };
+  thread_local Last last;
+  if (!explain && last.selector == id_ && last.c == c && last.bytes == bytes && last.world_size == world_size) {
+    return Choice{last.algorithm, std::string()};
+  }
+  Choice chosen = ChooseUncached(c, bytes, world_size, explain);
+  last = Last{id_, c, bytes, world_size, chosen.algorithm};
+  return chosen;
+}
+
+Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool explain) const {
   const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
   const CostModel& m = config_.model;
   if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size, m.topology)) {

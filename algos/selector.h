@@ -97,7 +97,7 @@ constexpr size_t kAllGatherRdMaxBytes = 4 << 20;
 
 class Selector {
  public:
-  Selector() = default;  // the size rule with default thresholds, nothing forced
+  Selector() = default;  // the cost model of one host with TCP between its ranks, nothing forced
   static Result<Selector> Create(const SelectorConfig& config);
   // `explain` false: the reason is left empty (the choice is the same). The reason
   // gives every candidate's predicted time.
@@ -109,11 +109,12 @@ class Selector {
  private:
   // "; predicted: ring 12.0 us, recursive_doubling 9.5 us" (empty where nothing is predicted).
   std::string Predictions(Collective c, size_t bytes, int world_size) const;
-  explicit Selector(SelectorConfig config, bool has_forced, Algorithm forced)
-      : config_(std::move(config)), has_forced_(has_forced), forced_(forced) {}
+  Choice ChooseUncached(Collective c, size_t bytes, int world_size, bool explain) const;
+  explicit Selector(SelectorConfig config, bool has_forced, Algorithm forced);
   SelectorConfig config_;
   bool has_forced_ = false;
   Algorithm forced_ = Algorithm::kRing;
+  uint64_t id_ = 0;  // unique per configuration made (copies share it): the last choice is kept per thread
 };
 
 }  // namespace chorus::algos

@@ -144,7 +144,7 @@ std::vector<MismatchCase> Cases() {
   };
 }
 
-// Ranks configured differently (CHORUS_ALGO, CHORUS_RD_MAX_BYTES) run different
+// Ranks configured differently (CHORUS_ALGO, CHORUS_HOSTID) run different
 // schedules for the same all_reduce; the fingerprint carries the algorithm, so they
 // get kMismatch naming both calls and both algorithms instead of waiting for the
 // deadline.

@@ -45,7 +45,7 @@ class ChorusBackend : public Backend {
     const int64_t timeout_ms = std::max<int64_t>(1, o.timeout.count());
     config.timeout_ms = timeout_ms;
     config.connect_timeout_ms = std::min(config.connect_timeout_ms, timeout_ms);
-    algo_ = config.algo.empty() ? "auto (size-based selector)" : config.algo;
+    algo_ = config.algo.empty() ? "auto (cost model)" : config.algo;
     stream_order_ = o.stream_order;
 
     Options options;

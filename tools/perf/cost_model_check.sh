@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Checks the selector's cost model against reality: for each placement, collective and
+# size, the time of every algorithm forced (CHORUS_ALGO) and of the automatic choice,
+# beside the model's prediction for each, in one table. It answers two things per row:
+# is the automatic choice within 10% of the best forced one, and how far is each
+# prediction from what was measured.
+#
+#   tools/perf/cost_model_check.sh [--out DIR] [--bin PATH] [--placements "1x2 1x4 2x1 2x2"]
+#                                  [--colls "all_reduce broadcast all_gather"]
+#                                  [-- chorus_perf sweep args (default -b 8 -e 64M -f 8 -n 10 -w 3)]
+#
+# Placement HxL: H hosts of L ranks each. One host is loopback (shared memory between
+# its ranks); two hosts are the two network namespaces of tools/netns/two_nodes.sh
+# (TCP over a veth between them, shared memory within each), which needs root.
+# Output: DIR/table.txt (also printed) and DIR/rows.csv; logs in DIR/logs.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+out=/tmp/chorus_cost_model_check
+bin=""
+placements="1x2 1x4 2x1 2x2"
+colls="all_reduce broadcast all_gather"
+while (($#)); do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --placements) placements=$2; shift 2 ;;
+    --colls) colls=$2; shift 2 ;;
+    --) shift; break ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "cost_model_check.sh: unknown flag '$1'" >&2; exit 2 ;;
+  esac
+done
+sweep=("$@")
+((${#sweep[@]})) || sweep=(-b 8 -e 64M -f 8 -n 10 -w 3)
+if [[ -z "$bin" ]]; then
+  (cd "$ROOT" && bazel build -c opt //tools/perf:chorus_perf >/dev/null 2>&1)
+  bin="$ROOT/bazel-out/k8-opt/bin/tools/perf/chorus_perf"
+fi
+mkdir -p "$out/logs"
+export CHORUS_NETNS_TAG="cmc$$"
+two_nodes="$ROOT/tools/netns/two_nodes.sh"
+netns_up=0
+cleanup() { ((netns_up)) && "$two_nodes" down >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+# The algorithms CHORUS_ALGO can force for a collective.
+forced_for() {
+  case "$1" in
+    all_reduce) echo "ring recursive_doubling hierarchical" ;;
+    broadcast) echo "tree chain" ;;
+    all_gather) echo "ring recursive_doubling" ;;
+  esac
+}
+
+# run PLACEMENT COLL ALGO LOG: one chorus_perf sweep over H*L ranks, ALGO "" = automatic.
+run() {
+  local hosts=${1%x*} local_n=${1#*x} coll=$2 algo=$3 log=$4
+  local n=$((hosts * local_n)) port=$((20000 + RANDOM % 20000)) pids=() r
+  for ((r = 0; r < n; r++)); do
+    local node=$((r / local_n))
+    local env=(RANK=$r WORLD_SIZE=$n LOCAL_RANK=$((r % local_n)) MASTER_PORT=$port CHORUS_ALGO=$algo)
+    if ((hosts > 1)); then
+      env+=(MASTER_ADDR=10.77.0.1 CHORUS_SOCKET_IFNAME=chorus0)
+      timeout 600 "$two_nodes" exec "$node" env "${env[@]}" "$bin" "$coll" "${sweep[@]}" >"$log.$r" 2>&1 &
+    else
+      env "${env[@]}" MASTER_ADDR=127.0.0.1 timeout 600 "$bin" "$coll" "${sweep[@]}" >"$log.$r" 2>&1 &
+    fi
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  cp "$log.0" "$log"
+  return $rc
+}
+
+for placement in $placements; do
+  if [[ ${placement%x*} -gt 1 && $netns_up -eq 0 ]]; then
+    if ! why=$("$two_nodes" check 2>&1); then
+      echo "skipping $placement: $why"
+      continue
+    fi
+    "$two_nodes" up >/dev/null
+    netns_up=1
+  fi
+  for coll in $colls; do
+    for algo in "" $(forced_for "$coll"); do
+      log="$out/logs/${placement}_${coll}_${algo:-auto}.log"
+      if run "$placement" "$coll" "$algo" "$log"; then
+        echo "  $placement $coll ${algo:-auto}: ok"
+      else
+        echo "  $placement $coll ${algo:-auto}: failed (see $log.*)"
+      fi
+    done
+  done
+done
+
+python3 - "$out" <<'EOF'
+import csv, glob, os, re, sys
+out = sys.argv[1]
+rows = {}  # (placement, coll, size) -> {variant: (us, chosen, predictions)}
+for path in glob.glob(os.path.join(out, "logs", "*.log")):
+    m = re.match(r"(\d+x\d+)_(all_reduce|broadcast|all_gather)_(.+)\.log$", os.path.basename(path))
+    if not m:
+        continue
+    placement, coll, variant = m.groups()
+    times, why = [], []  # in size order: the table's rows, the footer's explanations
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) >= 13 and f[0].isdigit():
+            times.append((int(f[0]), float(f[5])))
+        w = re.match(r"# \S+ of \d+ \S+ \(\d+ B\) on \d+ ranks: (\S+) \((.*)\)$", line.strip())
+        if w:
+            why.append((w.group(1), dict((a, float(t)) for a, t in re.findall(r"(\w+) ([\d.]+) us", w.group(2)))))
+    for i, (size, us) in enumerate(times):
+        rows.setdefault((placement, coll, size), {})[variant] = (us, why[i] if i < len(why) else None)
+table, csv_rows = [], []
+hdr = "%-6s %-10s %10s %-20s %9s %-20s %9s %7s  %s" % ("place", "coll", "bytes", "auto", "auto_us", "best_forced", "best_us",
+                                                     "ok<10%", "prediction error per algorithm (pred/measured)")
+table.append(hdr)
+within = total = 0
+for (placement, coll, size) in sorted(rows, key=lambda k: (k[0], k[1], k[2])):
+    v = rows[(placement, coll, size)]
+    forced = {a: t for a, t in v.items() if a != "auto"}
+    if "auto" not in v or not forced:
+        continue
+    auto_us, auto_why = v["auto"]
+    best = min(forced, key=lambda a: forced[a][0])
+    best_us = forced[best][0]
+    chosen = auto_why[0] if auto_why else "?"
+    ok = auto_us <= 1.10 * best_us
+    total += 1
+    within += ok
+    preds = auto_why[1] if auto_why else {}
+    errs = " ".join("%s %.2f" % (a, preds[a] / forced[a][0]) for a in sorted(forced) if a in preds and forced[a][0] > 0)
+    table.append("%-6s %-10s %10d %-20s %9.1f %-20s %9.1f %7s  %s" % (placement, coll, size, chosen, auto_us, best, best_us,
+                                                                  "yes" if ok else "NO", errs))
+    csv_rows.append([placement, coll, size, chosen, auto_us, best, best_us, ok, errs])
+table.append("auto within 10%% of the best forced algorithm: %d of %d rows" % (within, total))
+open(os.path.join(out, "table.txt"), "w").write("\n".join(table) + "\n")
+with open(os.path.join(out, "rows.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["placement", "collective", "bytes", "auto_choice", "auto_us", "best_forced", "best_us", "within_10pct",
+                "prediction_over_measured"])
+    w.writerows(csv_rows)
+print("\n".join(table))
+EOF
