@@ -1,9 +1,13 @@
 #include "tests/algos/tcp_world.h"
 
+#include <unistd.h>
+
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
 
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace chorus::testing {
@@ -36,6 +40,33 @@ Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n, size_t scratch_cache_b
     if (!st[r].ok()) return st[r].WithContext("rank " + std::to_string(r) + " connect");
   }
   for (auto& t : tcp) world->transports_.push_back(std::move(t));
+  return world;
+}
+
+Result<std::unique_ptr<TcpWorld>> TcpWorld::CreateShm(int n, size_t scratch_cache_bytes, bool single_copy) {
+  std::unique_ptr<TcpWorld> world(new TcpWorld());
+  for (int r = 0; r < n; ++r) world->scratch_.push_back(std::make_unique<BufferCache>(scratch_cache_bytes));
+  std::vector<int> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
+  const uint64_t comm_id = std::random_device()() * uint64_t{0x9e3779b97f4a7c15} + static_cast<uint64_t>(n);
+  std::vector<std::unique_ptr<transport::ShmTransport>> shm;
+  std::vector<std::string> paths;
+  for (int r = 0; r < n; ++r) {
+    transport::ShmOptions opts;
+    opts.rank = r;
+    opts.size = n;
+    opts.local_ranks = all;
+    opts.comm_id = comm_id;
+    opts.single_copy = single_copy ? transport::SingleCopy::kOn : transport::SingleCopy::kOff;
+    Result<std::unique_ptr<transport::ShmTransport>> t = transport::ShmTransport::Create(opts);
+    if (!t.ok()) return t.status();
+    paths.push_back(t.value()->path());
+    shm.push_back(std::move(t.value()));
+  }
+  const std::vector<int> pids(static_cast<size_t>(n), static_cast<int>(getpid()));
+  for (auto& t : shm) CHORUS_RETURN_IF_ERROR(t->Connect(paths, pids));
+  for (auto& t : shm) CHORUS_RETURN_IF_ERROR(t->Start());
+  for (auto& t : shm) world->transports_.push_back(std::move(t));
   return world;
 }
 

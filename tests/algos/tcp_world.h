@@ -1,4 +1,5 @@
-// n TCP transports in one process, connected over loopback, one thread per rank for
+// n TCP transports in one process, connected over loopback (or shared-memory ones:
+// CreateShm), one thread per rank for
 // each collective: the algorithms run exactly as they do across processes, through
 // the real transport and its wire protocol, but a test can drive thousands of calls
 // quickly and check every rank's buffers directly.
@@ -25,6 +26,10 @@ class TcpWorld {
   // `base`: transport options (bind address aside) for every rank.
   static Result<std::unique_ptr<TcpWorld>> Create(int n, size_t scratch_cache_bytes = size_t{256} << 20,
                                                   const transport::TcpOptions& base = transport::TcpOptions());
+  // The same over shared memory (every rank on this host), its large messages read
+  // from the sender's memory or, without single_copy, streamed through the rings.
+  static Result<std::unique_ptr<TcpWorld>> CreateShm(int n, size_t scratch_cache_bytes = size_t{256} << 20,
+                                                     bool single_copy = false);
   ~TcpWorld();
 
   int size() const { return static_cast<int>(transports_.size()); }

@@ -261,87 +261,71 @@ std::string ShmTransport::Describe() const {
 
 // ---- Posting ----
 
+bool ShmTransport::Admit(BasicRequest& req) {
+  const bool send = req.kind() == BasicRequest::Kind::kSend;
+  Status st = ValidatePost(opts_.rank, size_, send, req.peer(), req.buf(), req.bytes());
+  if (st.ok() && aborted_) st = abort_status_;
+  if (st.ok() && req.peer() != opts_.rank) {
+    if (const Peer* p = LocalPeer(req.peer())) {
+      st = p->gone;
+    } else {
+      st = InvalidArgument("rank " + std::to_string(opts_.rank) + ": " + (send ? "send to" : "recv from") + " rank " +
+                           std::to_string(req.peer()) +
+                           ", which is on another host (shared memory reaches this host's ranks only)");
+    }
+  }
+  if (st.ok()) return true;
+  req.Complete(st);
+  return false;
+}
+
 RequestPtr ShmTransport::Send(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t fingerprint) {
   auto req = std::make_shared<BasicRequest>(BasicRequest::Kind::kSend, opts_.rank, peer, tag, const_cast<void*>(buf),
                                             bytes, fingerprint, 0, this);
-  Status v = ValidatePost(opts_.rank, size_, true, peer, buf, bytes);
-  if (!v.ok()) {
-    req->Complete(v);
-    return req;
-  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (aborted_) {
-    req->Complete(abort_status_);
-    return req;
-  }
+  if (!Admit(*req)) return req;
   if (peer == opts_.rank) {
     SelfSend(req);
     return req;
   }
-  Peer* p = LocalPeer(peer);
-  if (p == nullptr) {
-    req->Complete(InvalidArgument("rank " + std::to_string(opts_.rank) + ": send to rank " + std::to_string(peer) +
-                                  ", which is on another host (shared memory reaches this host's ranks only)"));
-    return req;
-  }
-  if (!p->gone.ok()) {
-    req->Complete(p->gone);
-    return req;
-  }
+  Peer& p = *LocalPeer(peer);
   ++active_;
   deadlines_.Track(req, CoarseNow());
   OutFrame of;
   of.send = req;
   if (bytes >= kLargeMinBytes) {
-    const uint64_t cookie = p->next_cookie++;
-    const uint64_t addr = p->single_copy ? reinterpret_cast<uint64_t>(buf) : 0;
+    const uint64_t cookie = p.next_cookie++;
+    const uint64_t addr = p.single_copy ? reinterpret_cast<uint64_t>(buf) : 0;
     of.frame = {FrameType::kRts, 0, tag, fingerprint, bytes, addr, cookie};
-    p->awaiting_ack.emplace_back(cookie, req);
+    p.awaiting_ack.emplace_back(cookie, req);
   } else {
     of.frame = {FrameType::kData, 0, tag, fingerprint, bytes, 0, 0};
   }
-  Queue(*p, std::move(of));
+  Queue(p, std::move(of));
   return req;
 }
 
 RequestPtr ShmTransport::Recv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
   auto req = std::make_shared<BasicRequest>(BasicRequest::Kind::kRecv, opts_.rank, peer, tag, buf, bytes, fingerprint,
                                             0, this);
-  Status v = ValidatePost(opts_.rank, size_, false, peer, buf, bytes);
-  if (!v.ok()) {
-    req->Complete(v);
-    return req;
-  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (aborted_) {
-    req->Complete(abort_status_);
-    return req;
-  }
+  if (!Admit(*req)) return req;
   if (peer == opts_.rank) {
     SelfRecv(req);
     return req;
   }
-  Peer* p = LocalPeer(peer);
-  if (p == nullptr) {
-    req->Complete(InvalidArgument("rank " + std::to_string(opts_.rank) + ": recv from rank " + std::to_string(peer) +
-                                  ", which is on another host (shared memory reaches this host's ranks only)"));
-    return req;
-  }
-  if (!p->gone.ok()) {
-    req->Complete(p->gone);
-    return req;
-  }
+  Peer& p = *LocalPeer(peer);
   ++active_;
   deadlines_.Track(req, CoarseNow());
-  TagQueue& q = p->tags.Get(tag);
+  TagQueue& q = p.tags.Get(tag);
   q.recvs.push_back(req);
   if (fingerprint != 0) {
-    if (uint64_t other = p->groups.Declare(TagGroup(tag), fingerprint)) {
+    if (uint64_t other = p.groups.Declare(TagGroup(tag), fingerprint)) {
       // Stays queued, failed: it swallows the message it would have matched.
       Finish(req, GroupMismatch(opts_.rank, peer, tag), other);
     }
   }
-  MatchQueued(*p, q);
+  MatchQueued(p, q);
   return req;
 }
 

@@ -172,9 +172,12 @@ class ShmTransport final : public Transport, public RequestDriver {
   explicit ShmTransport(const ShmOptions& opts);
   std::string PeerDesc(int peer) const;
   bool SingleCopyFrom(const Peer& p) const;  // at Connect: whether p's large messages are read from its memory
-  Peer* LocalPeer(int rank) { return IsLocal(rank) ? peers_[local_index_[rank]].get() : nullptr; }
+  Peer* LocalPeer(int rank) const { return IsLocal(rank) ? peers_[local_index_[rank]].get() : nullptr; }
 
   // Under mu_.
+  // Settles a post that reaches no peer (bad arguments, an aborted transport, a rank of
+  // another host, a peer gone) and returns false; true: post it.
+  bool Admit(BasicRequest& req);
   bool PollLocked(Clock::time_point now);  // true when something moved or finished
   bool DrainRing(Peer& p);
   Status OnFrame(Peer& p, const shm::Frame& f, const char* payload);
