@@ -9,12 +9,13 @@
 namespace chorus::algos {
 namespace {
 
-// Per transport, measured on the 2-core VM (tools/perf/chorus_perf, 2 ranks, all_reduce
-// of 8 B for the latency and 1-16 MiB for the bandwidth, 2026-11-26); RDMA's row is
-// assumed (Soft-RoCE under QEMU says nothing of a real NIC).
+// Per transport, measured on the 2-core VM with chorus_perf all_reduce, 2 ranks (8 B
+// for the latency, 2-16 MiB for the bandwidth; tools/perf/cost_model_check.sh): shm on
+// one host, TCP between the two network namespaces (a veth). RDMA's row is assumed:
+// Soft-RoCE under QEMU says nothing of a real NIC.
 //                                    latency us   GB/s
 constexpr LinkCost kLinkCosts[] = {/* shm  */ {1.2, 10.0},
-                                   /* tcp  */ {8.0, 3.0},
+                                   /* tcp  */ {13.0, 1.0},
                                    /* rdma */ {4.0, 10.0}};
 // Element-wise reduction, GB/s of input reduced (AVX2 on this VM).
 constexpr double kReduceGbps = 8.0;
@@ -65,6 +66,11 @@ const char* LinkName(LinkKind k) {
 const LinkCost& CostOf(LinkKind k) { return kLinkCosts[static_cast<int>(k)]; }
 
 double CostModel::PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const {
+  const double t = PredictUncrowded(c, a, bytes, world_size);
+  return t < 0 ? t : t * std::max(1.0, crowding);
+}
+
+double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const {
   const bool known = topology.size() == world_size;
   const int n = world_size, hosts = known ? topology.num_hosts() : 1;
   const double s = static_cast<double>(bytes);

@@ -30,11 +30,17 @@ struct CostModel {
   LinkKind intra = LinkKind::kTcp;  // between the ranks of one host
   LinkKind inter = LinkKind::kTcp;  // between hosts
   size_t chunk_bytes = 512 << 10;   // the algorithms' pipelining chunk
+  // Ranks per core on the most crowded host (1: a core each): every step there waits
+  // for the scheduler as much as for the link, whatever the algorithm.
+  double crowding = 1.0;
 
   // Predicted microseconds of collective `c` of `bytes` (as Selector::Choose counts
   // them) by algorithm `a` on `world_size` ranks; negative where `a` cannot run it
   // there. A world other than the topology's is taken as one host of `intra` links.
   double PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const;
+
+ private:
+  double PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const;
 };
 
 }  // namespace chorus::algos

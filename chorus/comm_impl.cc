@@ -139,6 +139,17 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   local_rank_ = 0;
   for (int r = 0; r < rank_; ++r) local_rank_ += peers_[r].host_id == my_host;
   local_size_ = hosts.at(my_host).ranks;
+
+  // Every rank tunes alike: crowded where some host runs more ranks than it has cores.
+  for (const auto& [id, h] : hosts) {
+    if (h.cores > 0) sc.model.crowding = std::max(sc.model.crowding, static_cast<double>(h.ranks) / h.cores);
+    if (h.cores > 0 && h.ranks > h.cores) {
+      tuning_.crowded_cores = true;
+      if (rank_ == 0) CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks on " << h.cores
+                                        << " cores: large tree chunks wait for their grant");
+    }
+  }
+
   // The selector weighs the hosts x ranks and the links between them.
   std::vector<std::string> host_ids;
   for (const rendezvous::PeerInfo& p : peers_) host_ids.push_back(p.host_id);
@@ -150,15 +161,6 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   selector_ = std::make_unique<algos::Selector>(selector.value());
   topology_ = sc.model.topology;
   tuning_.topology = &topology_;
-
-  // Every rank tunes alike: crowded where some host runs more ranks than it has cores.
-  for (const auto& [id, h] : hosts) {
-    if (h.cores > 0 && h.ranks > h.cores) {
-      tuning_.crowded_cores = true;
-      if (rank_ == 0) CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks on " << h.cores
-                                        << " cores: large tree chunks wait for their grant");
-    }
-  }
 
   // Every rank takes the same way for device buffers: none uses CUDA IPC where one turned it off.
   std::vector<int> ipc_off;
