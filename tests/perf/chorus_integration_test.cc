@@ -50,18 +50,20 @@ void ExpectNoWrong(const std::string& output, size_t expected_rows) {
 }
 
 TEST(ChorusAllReduceTest, DefaultSelectorSweepHasNoWrongElements) {
-  // 8 B .. 1 MiB by 8: 8, 64, 512, 4K, 32K, 256K; crosses the recursive doubling / ring
-  // threshold (64 KiB by default) and the striping threshold (256 KiB).
+  // 8 B .. 1 MiB by 8: 8, 64, 512, 4K, 32K, 256K; crosses the line where the cost model
+  // prefers the ring to recursive doubling (tens of KiB on shared memory, about 200 KiB
+  // over TCP) and the striping threshold (256 KiB).
   const std::string out = ExpectCleanRun({"all_reduce", "-b", "8", "-e", "1M", "-f", "8", "-n", "3", "-w", "1"});
   ExpectNoWrong(out, 6);
-  EXPECT_NE(out.find("backend: chorus  algo: auto"), std::string::npos) << out;
-  // The footer says what the selector picked at each size, and why.
-  EXPECT_NE(out.find("# all_reduce of 2 float32 (8 B) on 2 ranks: recursive_doubling (8 B <= 65536 B"),
+  EXPECT_NE(out.find("backend: chorus  algo: auto (cost model)"), std::string::npos) << out;
+  // The footer says what the selector picked at each size, and why: every prediction.
+  EXPECT_NE(out.find("# all_reduce of 2 float32 (8 B) on 2 ranks: recursive_doubling (8 B on 1 host x 2 ranks"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("# all_reduce of 65536 float32 (262144 B) on 2 ranks: ring (262144 B > 65536 B"),
+  EXPECT_NE(out.find("# all_reduce of 65536 float32 (262144 B) on 2 ranks: ring (262144 B on 1 host x 2 ranks"),
             std::string::npos)
       << out;
+  EXPECT_NE(out.find("predicted: ring "), std::string::npos) << out;
   const auto rows = DataRows(out);
   if (!rows.empty()) {
     EXPECT_EQ(rows[0][0], "8");
