@@ -11,6 +11,12 @@
 // The count % L elements left over go through one small all-reduce over the whole world.
 // AVG sums in 1 and 2 and divides block i once, before 3 (as the flat algorithms do:
 // a mean of means would round integers twice).
+//
+// Hosts with different numbers of ranks have no rails; there each host's first rank
+// leads:
+//   1. reduce within the host to its leader;
+//   2. all-reduce among the leaders (the network carries S per host and direction);
+//   3. broadcast within the host from its leader.
 #include <algorithm>
 
 #include "algos/collectives.h"
@@ -20,12 +26,48 @@
 
 namespace chorus::algos {
 
+namespace {
+
+// The same over leaders, for hosts of different sizes.
+Status AllReduceByLeaders(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
+                          DataType dtype, ReduceOp op, const Tuning& tuning) {
+  const std::vector<int>& host = topo.hosts[topo.host_of[ctx.rank()]];
+  const ReduceOp sum_op = kernels::ElementwiseOp(op);
+  GroupTransport local(ctx.transport, host);
+  const Context lctx{local, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
+  // 1. This host's sum, at its leader (local rank 0).
+  if (host.size() > 1) {
+    CHORUS_RETURN_IF_ERROR(ReduceTree(lctx, send, recv, count, dtype, sum_op, 0, tuning));
+  } else if (send != recv) {
+    std::copy(static_cast<const char*>(send), static_cast<const char*>(send) + count * DataTypeSize(dtype),
+              static_cast<char*>(recv));
+  }
+  // 2. The leaders' sum, in place at each of them.
+  if (topo.local_index[ctx.rank()] == 0) {
+    std::vector<int> leaders;
+    for (const auto& h : topo.hosts) leaders.push_back(h[0]);
+    GroupTransport across(ctx.transport, leaders);
+    const Context actx{across, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
+    CHORUS_RETURN_IF_ERROR(count * DataTypeSize(dtype) <= tuning.chunk_bytes
+                               ? AllReduceRecursiveDoubling(actx, recv, recv, count, dtype, sum_op)
+                               : AllReduceRing(actx, recv, recv, count, dtype, sum_op, tuning));
+    if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, recv, count, ctx.size()));
+  }
+  // 3. From each leader to its host.
+  if (host.size() > 1) CHORUS_RETURN_IF_ERROR(BroadcastTree(lctx, recv, count, dtype, 0, tuning));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
                              DataType dtype, ReduceOp op, const Tuning& tuning) {
   const int me = ctx.rank();
-  if (!topo.even() || topo.size() != ctx.size()) {
-    return InvalidArgument("hierarchical all_reduce needs as many ranks on every host (" + topo.Describe() + ")");
+  if (topo.size() != ctx.size()) {
+    return InvalidArgument("hierarchical all_reduce on " + std::to_string(ctx.size()) + " ranks, but the topology has " +
+                           std::to_string(topo.size()));
   }
+  if (!topo.even()) return AllReduceByLeaders(ctx, topo, send, recv, count, dtype, op, tuning);
   const std::vector<int>& host = topo.hosts[topo.host_of[me]];
   const int local_size = static_cast<int>(host.size()), i = topo.local_index[me];
   const size_t esz = DataTypeSize(dtype), b = count / local_size, tail = count - b * local_size;

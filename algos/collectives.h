@@ -33,9 +33,11 @@ struct Tuning {
 // 2(n-1) steps, 2(n-1)/n * S bytes sent per rank: bandwidth-optimal for large S.
 Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                      const Tuning& tuning);
-// all_reduce over hosts with as many ranks each: reduce-scatter within each host, an
-// all-reduce of each rank's slice across hosts, all-gather within each host. The
-// network carries S per host and direction instead of the flat ring's 2(n-1)/n * S.
+// all_reduce over hosts: with as many ranks on each, reduce-scatter within each host,
+// an all-reduce of each rank's slice across hosts, all-gather within each host; with
+// hosts of different sizes, reduce to each host's first rank, all-reduce among those,
+// broadcast back. The network carries S per host and direction instead of the flat
+// ring's 2(n-1)/n * S.
 Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
                              DataType dtype, ReduceOp op, const Tuning& tuning);
 // all_reduce: recursive doubling (non-powers of two fold the extra ranks in first).

@@ -88,7 +88,16 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       if (a == Algorithm::kRing) return AllReduceRing(n, s, flat);
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
-        if (!known || !topology.even() || hosts < 2 || local < 2) return -1;
+        if (!known || hosts < 2 || local < 2) return -1;
+        if (!topology.even()) {
+          // By leaders: reduce up and broadcast down a tree within the largest host, the
+          // whole S among the leaders.
+          const LinkCost& in = CostOf(intra);
+          const LinkCost& out = CostOf(inter);
+          const double tree = CeilLog2(local) * (2 * in.latency_us + 2 * Us(s, in.gbps) + Us(s, kReduceGbps));
+          const double across = s <= chunk_bytes ? AllReduceRd(hosts, s, out) : AllReduceRing(hosts, s, out);
+          return tree + across;
+        }
         // Within the host: reduce-scatter and all-gather, 2(L-1) steps, each rank sends
         // 2(L-1)/L of S. Across: each rank's slice S/L, the L slices of a host sharing its
         // network at once (so at S/bandwidth in all).

@@ -32,7 +32,7 @@ bool Supports(Collective c, Algorithm a) {
 // Whether `a` can run `c` on `world_size` ranks (all_gather's recursive doubling: a
 // power of two).
 bool Fits(Collective c, Algorithm a, int world_size, const Topology& topo) {
-  if (a == Algorithm::kHierarchical) return topo.size() == world_size && topo.even() && topo.num_hosts() > 1;
+  if (a == Algorithm::kHierarchical) return topo.size() == world_size && topo.num_hosts() > 1 && topo.max_local() > 1;
   return !(c == Collective::kAllGather && a == Algorithm::kRecursiveDoubling && !IsPowerOfTwo(world_size));
 }
 

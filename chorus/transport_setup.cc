@@ -122,6 +122,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   const std::vector<int> group = ShmGroup(out.peers, rank);
   std::unique_ptr<transport::ShmTransport> shm;
   std::string shm_why;
+  bool every_host_shm = false;
   if (some_group) {
     std::string offer = "-";
     if (group.size() > 1) {
@@ -131,6 +132,12 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     }
     Result<std::vector<std::string>> offers = rendezvous::AllGather(store, prefix + "shm", rank, size, offer, deadline);
     if (!offers.ok()) return offers.status();
+    // What links the ranks of one host, the same on every rank (the selector's cost model
+    // must be): shared memory where every host of several ranks has it throughout.
+    every_host_shm = true;
+    for (int r = 0; r < size; ++r) {
+      if (ShmGroup(out.peers, r).size() > 1 && offers.value()[r].rfind("ok ", 0) != 0) every_host_shm = false;
+    }
     if (group.size() > 1) {
       auto c = ConnectShm(std::move(shm), out.peers, group, offers.value(), rank, &shm_why);
       if (!c.ok()) return c.status();
@@ -175,7 +182,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
 
   // 5. One transport: shared memory for this host's ranks, the network for the others.
   const std::string shm_choice = "shm between the " + std::to_string(group.size()) + " ranks of this host";
-  if (shm) out.intra = algos::LinkKind::kShm;
+  if (every_host_shm) out.intra = algos::LinkKind::kShm;
   if (shm && network) {
     std::vector<int> route(size, 1);
     for (int r : group) route[r] = 0;

@@ -24,7 +24,8 @@ struct TransportSetup {
   std::unique_ptr<transport::Transport> transport;
   std::vector<rendezvous::PeerInfo> peers;  // every rank's, by rank
   std::string choice;                       // "rdma: every rank has a verbs device"
-  // What carries messages within this host and between hosts (the cost model's links).
+  // What carries messages within a host and between hosts (the cost model's links): the
+  // same on every rank, whatever its own host has.
   algos::LinkKind intra = algos::LinkKind::kTcp;
   algos::LinkKind inter = algos::LinkKind::kTcp;
 };

@@ -173,9 +173,10 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       out->Poison();
       void* dst = c.in_place ? in->data() : out->data();
       // Hierarchical: two "hosts" of n/2 ranks (ranks 0, 2, 4, ... on one, so that
-      // hosts are not rank ranges), or every rank a host of its own for odd n.
+      // hosts are not rank ranges: by rails), or for odd n hosts of (n+1)/2 and the rest
+      // ranks (by leaders).
       std::vector<std::string> hosts;
-      for (int r = 0; r < n; ++r) hosts.push_back(n % 2 == 0 ? std::to_string(r % 2) : std::to_string(r));
+      for (int r = 0; r < n; ++r) hosts.push_back(n % 2 == 0 ? std::to_string(r % 2) : r <= n / 2 ? "a" : "b");
       const algos::Topology topo = algos::Topology::FromHostIds(hosts);
       CHORUS_RETURN_IF_ERROR(timed(
           c.algo == Algo::kAllReduceRing ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
