@@ -45,19 +45,24 @@ class ShmDir {
   std::string path_;
 };
 
-Options ShmOptions(const std::string& dir, const std::string& transport = "shm") {
+Options ShmOptions(const std::string& dir, const std::string& transport = "shm", const std::string& single = "auto") {
   Options o = FileInitOptions(/*timeout_ms=*/60000, /*connect_timeout_ms=*/20000);
   Config c = o.config.value_or(Config::Process());
   c.transport = transport;
   c.shm_dir = dir;
+  c.shm_single_copy = single;
   o.config = c;
   return o;
 }
 
-TEST(Shm, RankKilledMidAllReduceIsNamedByEveryRankAndLeavesNoSegment) {
+// CHORUS_SHM_SINGLE_COPY: "on" (the survivors may be reading the aborted or dead
+// rank's memory when it goes) and "off" (through the rings).
+class ShmKill : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShmKill, RankKilledMidAllReduceIsNamedByEveryRankAndLeavesNoSegment) {
   ShmDir dir;
   ASSERT_FALSE(dir.path().empty());
-  const Options o = ShmOptions(dir.path());
+  const Options o = ShmOptions(dir.path(), "shm", GetParam());
   const auto start = std::chrono::steady_clock::now();
   auto exits = RunRanks(
       3,
@@ -95,6 +100,9 @@ TEST(Shm, RankKilledMidAllReduceIsNamedByEveryRankAndLeavesNoSegment) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_TRUE(dir.Files().empty()) << dir.Files().size() << " files left in " << dir.path();
 }
+
+INSTANTIATE_TEST_SUITE_P(SingleCopy, ShmKill, ::testing::Values("on", "off"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // A tmpfs of 64 KiB: less than one ring. Needs root (mount); skips naming why otherwise.
 class SmallShm : public ::testing::Test {

@@ -627,7 +627,14 @@ Status ShmTransport::ReadRemote(Peer& p, void* dst, uint64_t addr, uint64_t byte
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
         const int err = got < 0 ? errno : EIO;
-        if (err == ESRCH) return PeerFailed(PeerDesc(p.rank) + " exited while rank " + std::to_string(opts_.rank) + " read its message");
+        // A sender that aborted (its buffer may be gone: EFAULT) or died (ESRCH) is the
+        // cause to name, with its own reason.
+        if (p.ctl->state.load(std::memory_order_seq_cst) != static_cast<uint32_t>(PeerState::kRunning)) {
+          return PeerStateError(p);
+        }
+        if (err == ESRCH) {
+          return PeerFailed(PeerDesc(p.rank) + " exited while rank " + std::to_string(opts_.rank) + " read its message");
+        }
         return IoError("rank " + std::to_string(opts_.rank) + ": reading a message of " + std::to_string(bytes) +
                            " bytes from " + PeerDesc(p.rank) + "'s memory",
                        err);
