@@ -29,33 +29,27 @@ std::vector<int> ShmGroup(const std::vector<PeerInfo>& peers, int rank) {
   return group;
 }
 
-// Phase 2 of shared memory, once every rank knows every rank's segment (or why it has
-// none): the verdict per group, then mapping. Returns the transport, or null where
-// this group falls back to the network (the reason in *why).
-Result<std::unique_ptr<transport::ShmTransport>> ConnectShm(std::unique_ptr<transport::ShmTransport> shm,
-                                                             const std::vector<PeerInfo>& peers,
-                                                             const std::vector<int>& group,
-                                                             const std::vector<std::string>& offers, int rank,
-                                                             std::string* why) {
-  std::vector<std::string> paths;
-  std::vector<int> pids;
-  bool needed = false;
+// Why `group` cannot share memory ("" when every rank of it made its segment).
+std::string NoShmReason(const std::vector<PeerInfo>& peers, const std::vector<int>& group,
+                        const std::vector<std::string>& offers) {
   for (int r : group) {
-    needed |= peers[r].shm == PeerInfo::Shm::kNeed;
-    const std::string& o = offers[r];
-    if (o.rfind("ok ", 0) == 0) {
-      paths.push_back(o.substr(3));
-      pids.push_back(peers[r].pid);
-    } else if (why->empty()) {
-      *why = "rank " + std::to_string(r) + " (host " + peers[r].hostname + ") has no shared-memory segment: " + o;
+    if (offers[r].rfind("ok ", 0) != 0) {
+      return "rank " + std::to_string(r) + " (host " + peers[r].hostname + ") has no shared-memory segment: " + offers[r];
     }
   }
-  if (!why->empty()) {
-    if (needed) return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=shm, but " + *why);
-    return std::unique_ptr<transport::ShmTransport>();
+  return "";
+}
+
+// Phase 2 of shared memory, once every rank of the group made its segment: mapping.
+Status ConnectShm(transport::ShmTransport& shm, const std::vector<PeerInfo>& peers, const std::vector<int>& group,
+                  const std::vector<std::string>& offers) {
+  std::vector<std::string> paths;
+  std::vector<int> pids;
+  for (int r : group) {
+    paths.push_back(offers[r].substr(3));
+    pids.push_back(peers[r].pid);
   }
-  CHORUS_RETURN_IF_ERROR(shm->Connect(paths, pids));
-  return shm;
+  return shm.Connect(paths, pids);
 }
 
 }  // namespace
@@ -132,17 +126,34 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     }
     Result<std::vector<std::string>> offers = rendezvous::AllGather(store, prefix + "shm", rank, size, offer, deadline);
     if (!offers.ok()) return offers.status();
-    // What links the ranks of one host, the same on every rank (the selector's cost model
-    // must be): shared memory where every host of several ranks has it throughout.
+    // Every rank reaches the same verdicts from the same offers: which hosts share memory
+    // (the cost model's link within hosts must be the same everywhere), and whether a
+    // host where some rank asked for shm (CHORUS_TRANSPORT=shm) cannot.
     every_host_shm = true;
+    std::string forced_failure;
     for (int r = 0; r < size; ++r) {
-      if (ShmGroup(out.peers, r).size() > 1 && offers.value()[r].rfind("ok ", 0) != 0) every_host_shm = false;
+      const std::vector<int> g = ShmGroup(out.peers, r);
+      if (g.size() < 2) continue;
+      const std::string why = NoShmReason(out.peers, g, offers.value());
+      if (why.empty()) continue;
+      every_host_shm = false;
+      for (int q : g) {
+        if (out.peers[q].shm == PeerInfo::Shm::kNeed && forced_failure.empty()) forced_failure = why;
+      }
+    }
+    if (!forced_failure.empty()) {
+      // Every rank fails alike; the store's host waits until all have read the offers.
+      (void)rendezvous::Barrier(store, prefix + "shm_failed", rank, size, deadline);
+      return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=shm, but " + forced_failure);
     }
     if (group.size() > 1) {
-      auto c = ConnectShm(std::move(shm), out.peers, group, offers.value(), rank, &shm_why);
-      if (!c.ok()) return c.status();
-      shm = std::move(c.value());
-      if (!shm && rank == group[0]) CHORUS_WARN("host " << me.hostname << ": shared memory off, TCP instead: " << shm_why);
+      shm_why = NoShmReason(out.peers, group, offers.value());
+      if (shm_why.empty()) {
+        CHORUS_RETURN_IF_ERROR(ConnectShm(*shm, out.peers, group, offers.value()));
+      } else {
+        shm.reset();
+        if (rank == group[0]) CHORUS_WARN("host " << me.hostname << ": shared memory off, TCP instead: " << shm_why);
+      }
     }
     // Every segment is mapped before any is unlinked.
     CHORUS_RETURN_IF_ERROR(rendezvous::Barrier(store, prefix + "shm_mapped", rank, size, deadline));
