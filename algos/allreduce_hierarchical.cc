@@ -17,8 +17,7 @@
 //   1. reduce within the host to its leader;
 //   2. all-reduce among the leaders (the network carries S per host and direction);
 //   3. broadcast within the host from its leader.
-#include <algorithm>
-
+#include "algos/buffer.h"
 #include "algos/collectives.h"
 #include "algos/group.h"
 #include "chorus/types.h"
@@ -28,29 +27,39 @@ namespace chorus::algos {
 
 namespace {
 
+// The call's context for the ranks of `group` alone.
+Context Within(const Context& ctx, GroupTransport& group) {
+  return Context{group, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
+}
+
+// An all-reduce in place among the ranks of `group`: recursive doubling up to a chunk,
+// the ring above.
+Status AllReduceAmong(const Context& ctx, GroupTransport& group, void* buf, size_t count, DataType dtype, ReduceOp op,
+                      const Tuning& tuning) {
+  const Context gctx = Within(ctx, group);
+  return count * DataTypeSize(dtype) <= tuning.chunk_bytes ? AllReduceRecursiveDoubling(gctx, buf, buf, count, dtype, op)
+                                                          : AllReduceRing(gctx, buf, buf, count, dtype, op, tuning);
+}
+
 // The same over leaders, for hosts of different sizes.
 Status AllReduceByLeaders(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
                           DataType dtype, ReduceOp op, const Tuning& tuning) {
   const std::vector<int>& host = topo.hosts[topo.host_of[ctx.rank()]];
   const ReduceOp sum_op = kernels::ElementwiseOp(op);
   GroupTransport local(ctx.transport, host);
-  const Context lctx{local, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
+  const Context lctx = Within(ctx, local);
   // 1. This host's sum, at its leader (local rank 0).
   if (host.size() > 1) {
     CHORUS_RETURN_IF_ERROR(ReduceTree(lctx, send, recv, count, dtype, sum_op, 0, tuning));
-  } else if (send != recv) {
-    std::copy(static_cast<const char*>(send), static_cast<const char*>(send) + count * DataTypeSize(dtype),
-              static_cast<char*>(recv));
+  } else {
+    CopyIfDistinct(recv, send, count * DataTypeSize(dtype));
   }
   // 2. The leaders' sum, in place at each of them.
   if (topo.local_index[ctx.rank()] == 0) {
     std::vector<int> leaders;
     for (const auto& h : topo.hosts) leaders.push_back(h[0]);
     GroupTransport across(ctx.transport, leaders);
-    const Context actx{across, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
-    CHORUS_RETURN_IF_ERROR(count * DataTypeSize(dtype) <= tuning.chunk_bytes
-                               ? AllReduceRecursiveDoubling(actx, recv, recv, count, dtype, sum_op)
-                               : AllReduceRing(actx, recv, recv, count, dtype, sum_op, tuning));
+    CHORUS_RETURN_IF_ERROR(AllReduceAmong(ctx, across, recv, count, dtype, sum_op, tuning));
     if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, recv, count, ctx.size()));
   }
   // 3. From each leader to its host.
@@ -77,21 +86,18 @@ Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const voi
   const ReduceOp sum_op = kernels::ElementwiseOp(op);  // AVG: summed here, divided once below
 
   GroupTransport local(ctx.transport, host);
-  const Context lctx{local, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
+  const Context lctx = Within(ctx, local);
   if (b > 0) {
     // 1. Block i, reduced over this host (in place where send == recv: mine == send + i*b).
     if (local_size > 1) {
       CHORUS_RETURN_IF_ERROR(ReduceScatterRing(lctx, in, mine, b, dtype, sum_op, tuning));
-    } else if (in != out) {
-      std::copy(in, in + b * esz, out);
+    } else {
+      CopyIfDistinct(out, in, b * esz);
     }
     // 2. Block i, reduced over the hosts, in place.
     if (topo.num_hosts() > 1) {
       GroupTransport rail(ctx.transport, topo.Rail(i));
-      const Context rctx{rail, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
-      CHORUS_RETURN_IF_ERROR(b * esz <= tuning.chunk_bytes
-                                 ? AllReduceRecursiveDoubling(rctx, mine, mine, b, dtype, sum_op)
-                                 : AllReduceRing(rctx, mine, mine, b, dtype, sum_op, tuning));
+      CHORUS_RETURN_IF_ERROR(AllReduceAmong(ctx, rail, mine, b, dtype, sum_op, tuning));
     }
     if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, mine, b, ctx.size()));
     // 3. Every block to every rank of the host (in place: mine == out + i*b).

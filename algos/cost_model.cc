@@ -9,15 +9,13 @@
 namespace chorus::algos {
 namespace {
 
-// Per transport, measured on the 2-core VM with chorus_perf all_reduce, 2 ranks (8 B
-// for the latency, 2-16 MiB for the bandwidth; tools/perf/cost_model_check.sh): shm on
-// one host, TCP between the two network namespaces (a veth). RDMA's row is assumed:
-// Soft-RoCE under QEMU says nothing of a real NIC.
-//                                    latency us   GB/s
+// Per transport: latency per message (us) and bandwidth per pair (GB/s), as
+// tools/perf/cost_model_check.sh measures them (docs/design/cost_model.md); RDMA's row
+// is assumed.
 constexpr LinkCost kLinkCosts[] = {/* shm  */ {1.2, 10.0},
                                    /* tcp  */ {13.0, 1.0},
                                    /* rdma */ {4.0, 10.0}};
-// Element-wise reduction, GB/s of input reduced (AVX2 on this VM).
+// Element-wise reduction, GB/s of input reduced.
 constexpr double kReduceGbps = 8.0;
 
 double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
@@ -89,27 +87,23 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2) return -1;
+        const LinkCost& in = CostOf(intra);
+        const LinkCost& out = CostOf(inter);
+        // Across hosts, as the algorithm does: recursive doubling up to a chunk, else the ring.
+        const auto across = [&](double each, const LinkCost& l) {
+          return each <= chunk_bytes ? AllReduceRd(hosts, each, l) : AllReduceRing(hosts, each, l);
+        };
         if (!topology.even()) {
           // By leaders: reduce up and broadcast down a tree within the largest host, the
           // whole S among the leaders.
-          const LinkCost& in = CostOf(intra);
-          const LinkCost& out = CostOf(inter);
-          const double tree = CeilLog2(local) * (2 * in.latency_us + 2 * Us(s, in.gbps) + Us(s, kReduceGbps));
-          const double across = s <= chunk_bytes ? AllReduceRd(hosts, s, out) : AllReduceRing(hosts, s, out);
-          return tree + across;
+          return CeilLog2(local) * (2 * in.latency_us + 2 * Us(s, in.gbps) + Us(s, kReduceGbps)) + across(s, out);
         }
         // Within the host: reduce-scatter and all-gather, 2(L-1) steps, each rank sends
         // 2(L-1)/L of S. Across: each rank's slice S/L, the L slices of a host sharing its
         // network at once (so at S/bandwidth in all).
-        const LinkCost& in = CostOf(intra);
-        const LinkCost& out = CostOf(inter);
-        const LinkCost shared{out.latency_us, out.gbps / local};
         const double within = 2.0 * (local - 1) * in.latency_us + 2.0 * (local - 1) / local * Us(s, in.gbps) +
                               double(local - 1) / local * Us(s, kReduceGbps);
-        const double slice = s / local;
-        const double across = slice * 1.0 <= chunk_bytes ? AllReduceRd(hosts, slice, shared)
-                                                         : AllReduceRing(hosts, slice, shared);
-        return within + across;
+        return within + across(s / local, LinkCost{out.latency_us, out.gbps / local});
       }
       return -1;
     case Collective::kBroadcast: {

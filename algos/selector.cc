@@ -56,6 +56,9 @@ Algorithm OnlyAlgorithm(Collective c) {
   return Algorithm::kRing;
 }
 
+// Each configuration made gets its own id (see Choose).
+std::atomic<uint64_t> next_selector_id{1};
+
 }  // namespace
 
 const char* AlgorithmName(Algorithm a) {
@@ -93,10 +96,6 @@ Result<Algorithm> ParseAlgorithm(const std::string& name) {
                          "dissemination, hierarchical)");
 }
 
-namespace {
-std::atomic<uint64_t> next_selector_id{1};
-}  // namespace
-
 Selector::Selector(SelectorConfig config, bool has_forced, Algorithm forced)
     : config_(std::move(config)), has_forced_(has_forced), forced_(forced), id_(next_selector_id.fetch_add(1)) {}
 
@@ -107,11 +106,16 @@ Result<Selector> Selector::Create(const SelectorConfig& config) {
   return Selector(config, true, a.value());
 }
 
+template <typename F>
+void Selector::ForEachPrediction(Collective c, size_t bytes, int world_size, F&& f) const {
+  for (Algorithm a : kCandidates) {
+    if (!Supports(c, a) || !Fits(c, a, world_size, config_.model.topology)) continue;
+    const double us = config_.model.PredictUs(c, a, bytes, world_size);
+    if (us >= 0) f(a, us);
+  }
+}
+
 Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain) const {
-  // The reason is made only where asked for: every call chooses, few explain (building
-  // it was a sixth of an 8-byte broadcast's instructions outside the kernel).
-  const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
-  const CostModel& m = config_.model;
   // Every call chooses; most repeat the last call's choice. A choice depends only on
   // the selector and (c, bytes, world_size); the reason is made afresh when asked for.
   struct Last {
@@ -131,6 +135,8 @@ Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain
 }
 
 Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool explain) const {
+  // The reason is made only where asked for: every call chooses, few explain (building
+  // it is a good part of a small call's instructions outside the kernel).
   const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
   const CostModel& m = config_.model;
   if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size, m.topology)) {
@@ -158,14 +164,12 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
   // The candidate predicted fastest; the first of a tie (the default).
   Algorithm best = OnlyAlgorithm(c);
   double best_us = -1;
-  for (Algorithm a : kCandidates) {
-    if (!Supports(c, a) || !Fits(c, a, world_size, m.topology)) continue;
-    const double us = m.PredictUs(c, a, bytes, world_size);
-    if (us >= 0 && (best_us < 0 || us < best_us)) {
+  ForEachPrediction(c, bytes, world_size, [&](Algorithm a, double us) {
+    if (best_us < 0 || us < best_us) {
       best = a;
       best_us = us;
     }
-  }
+  });
   return because(best, [&] {
     const bool hosts = m.topology.size() == world_size && m.topology.num_hosts() > 1;
     return std::to_string(bytes) + " B on " + where() + " (" + LinkName(m.intra) + " within hosts" +
@@ -176,14 +180,11 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
 
 std::string Selector::Predictions(Collective c, size_t bytes, int world_size) const {
   std::string out;
-  for (Algorithm a : kCandidates) {
-    if (!Supports(c, a) || !Fits(c, a, world_size, config_.model.topology)) continue;
-    const double us = config_.model.PredictUs(c, a, bytes, world_size);
-    if (us < 0) continue;
+  ForEachPrediction(c, bytes, world_size, [&](Algorithm a, double us) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%s %.1f us", AlgorithmName(a), us);
     out += (out.empty() ? "; predicted: " : ", ") + std::string(buf);
-  }
+  });
   return out;
 }
 

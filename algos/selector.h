@@ -105,11 +105,16 @@ class Selector {
   // A CUDA-stream call on device buffers: CUDA IPC where every rank is on this host,
   // else what Choose picks, run on host stand-ins of the buffers.
   Choice ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const;
+  // The hosts x ranks the selector weighs (what the hierarchical algorithms run on).
+  const Topology& topology() const { return config_.model.topology; }
 
  private:
   // "; predicted: ring 12.0 us, recursive_doubling 9.5 us" (empty where nothing is predicted).
   std::string Predictions(Collective c, size_t bytes, int world_size) const;
   Choice ChooseUncached(Collective c, size_t bytes, int world_size, bool explain) const;
+  // f(algorithm, predicted us) for every candidate that can run the call.
+  template <typename F>
+  void ForEachPrediction(Collective c, size_t bytes, int world_size, F&& f) const;
   explicit Selector(SelectorConfig config, bool has_forced, Algorithm forced);
   SelectorConfig config_;
   bool has_forced_ = false;

@@ -111,7 +111,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   sc.forced = config_.algo;
   sc.model.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
   // A bad CHORUS_ALGO fails before any connection is made.
-  CHORUS_RETURN_IF_ERROR(algos::Selector::Create(sc).status());
+  if (!sc.forced.empty()) CHORUS_RETURN_IF_ERROR(algos::ParseAlgorithm(sc.forced).status());
   tuning_.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
 
   // The communicator's id, which every connection's handshake checks.
@@ -159,8 +159,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   Result<algos::Selector> selector = algos::Selector::Create(sc);
   if (!selector.ok()) return selector.status();
   selector_ = std::make_unique<algos::Selector>(selector.value());
-  topology_ = sc.model.topology;
-  tuning_.topology = &topology_;
+  tuning_.topology = &selector_->topology();
 
   // Every rank takes the same way for device buffers: none uses CUDA IPC where one turned it off.
   std::vector<int> ipc_off;
@@ -314,20 +313,29 @@ algos::Context CommunicatorImpl::NewContext(const CollectiveCall& call, algos::A
   return ctx;
 }
 
-Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole) {
+Status CommunicatorImpl::Choose(const CollectiveCall& call, const CollectiveCall& whole,
+                                std::optional<algos::Context>* ctx, algos::Algorithm* algorithm) {
   CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
   CHORUS_RETURN_IF_ERROR(CheckUsable());
   const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_, LogEnabled(LogLevel::kTrace));
-  algos::Context ctx = NewContext(whole, choice.algorithm);  // a window fingerprints as its whole call
-  CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
-                                                            << algos::AlgorithmName(choice.algorithm) << " ("
-                                                            << choice.reason << ")");
-  io->streamed = algos::Streams(call.kind, choice.algorithm);
+  *algorithm = choice.algorithm;
+  ctx->emplace(NewContext(whole, choice.algorithm));  // a window fingerprints as its whole call
+  CHORUS_TRACE(algos::DescribeFingerprint((*ctx)->fingerprint) << " #" << (*ctx)->seq << ": "
+                                                                << algos::AlgorithmName(choice.algorithm) << " ("
+                                                                << choice.reason << ")");
+  return Status::Ok();
+}
+
+Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole) {
+  std::optional<algos::Context> chosen;
+  algos::Algorithm algorithm;
+  CHORUS_RETURN_IF_ERROR(Choose(call, whole, &chosen, &algorithm));
+  io->streamed = algos::Streams(call.kind, algorithm);
   if (io->streamed) {
-    io->input_order = algos::InputReadOrder(call.kind, choice.algorithm, rank_, size_, call.count, call.dtype);
+    io->input_order = algos::InputReadOrder(call.kind, algorithm, rank_, size_, call.count, call.dtype);
   }
-  return HostRun([this, ctx, call, algorithm = choice.algorithm](const void* send, void* recv,
-                                                                 algos::StreamStaging* staging) mutable {
+  return HostRun([this, ctx = *chosen, call, algorithm](const void* send, void* recv,
+                                                       algos::StreamStaging* staging) mutable {
     CollectiveCall on = call;  // the caller's buffers, or their host stand-ins
     on.send = send;
     on.recv = recv;
@@ -381,15 +389,11 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
   }
   if (place.value() == IoPlace::kHost && WindowElems(call, static_cast<size_t>(config_.staging_window_bytes)) >= call.count) {
     // Host buffers in one window (every small call): straight to the algorithm, with
-    // nothing allocated on the way (a tenth of an 8-byte all_reduce on shared memory).
-    CHORUS_RETURN_IF_ERROR(Validate(call, rank_, size_));
-    CHORUS_RETURN_IF_ERROR(CheckUsable());
-    const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_, LogEnabled(LogLevel::kTrace));
-    algos::Context ctx = NewContext(call, choice.algorithm);
-    CHORUS_TRACE(algos::DescribeFingerprint(ctx.fingerprint) << " #" << ctx.seq << ": "
-                                                              << algos::AlgorithmName(choice.algorithm) << " ("
-                                                              << choice.reason << ")");
-    return RunChosen(ctx, call, choice.algorithm);
+    // nothing allocated on the way.
+    std::optional<algos::Context> ctx;
+    algos::Algorithm algorithm;
+    CHORUS_RETURN_IF_ERROR(Choose(call, call, &ctx, &algorithm));
+    return RunChosen(*ctx, call, algorithm);
   }
   Result<StagedRuns> runs = PrepareWindows(call);
   if (!runs.ok()) return runs.status();

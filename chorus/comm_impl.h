@@ -72,6 +72,10 @@ class CommunicatorImpl {
   // Marks `io` streamed where the chosen algorithm uses the staging hooks. `call` may
   // be a window of `whole`, whose fingerprint it then carries (ranks that disagree on
   // the whole call fail at its first window, before anything is written).
+  // Checks the call (one window of `whole`) and the communicator, chooses its algorithm
+  // and makes its context (numbered, fingerprinted as `whole`).
+  Status Choose(const CollectiveCall& call, const CollectiveCall& whole, std::optional<algos::Context>* ctx,
+                algos::Algorithm* algorithm);
   Result<HostRun> Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole);
   // Runs the call by `algorithm` now; a failure aborts the transport, a success releases the call's tags.
   Status RunChosen(algos::Context& ctx, const CollectiveCall& call, algos::Algorithm algorithm);
@@ -108,8 +112,7 @@ class CommunicatorImpl {
   std::unique_ptr<transport::Transport> transport_;
   std::string transport_choice_;
   std::unique_ptr<algos::Selector> selector_;
-  algos::Tuning tuning_;
-  algos::Topology topology_;  // tuning_.topology points here
+  algos::Tuning tuning_;  // its topology is the selector's
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

@@ -14,19 +14,28 @@ namespace {
 
 using rendezvous::PeerInfo;
 
-// The ranks that share memory with `rank`: same host, same pid namespace, and shared
-// memory wanted by each (CHORUS_TRANSPORT auto or shm). Every rank computes the same
-// groups from the same peer infos.
-std::vector<int> ShmGroup(const std::vector<PeerInfo>& peers, int rank) {
-  const PeerInfo& me = peers[rank];
-  std::vector<int> group;
-  for (const PeerInfo& p : peers) {
-    if (p.host_id == me.host_id && p.pid_ns == me.pid_ns) group.push_back(p.rank);
+// The groups of ranks that share memory: same host, same pid namespace, and shared
+// memory wanted by each (CHORUS_TRANSPORT auto or shm; a host where one rank said
+// tcp/rdma is a group of one per rank). Each group in rank order; every rank computes
+// the same groups from the same peer infos. group_of[r]: the index of rank r's group.
+std::vector<std::vector<int>> ShmGroups(const std::vector<PeerInfo>& peers, std::vector<int>* group_of) {
+  std::map<std::pair<std::string, std::string>, std::vector<int>> by_host;
+  for (const PeerInfo& p : peers) by_host[{p.host_id, p.pid_ns}].push_back(p.rank);
+  std::vector<std::vector<int>> groups;
+  for (auto& [host, ranks] : by_host) {
+    bool wanted = true;
+    for (int r : ranks) wanted &= peers[r].shm != PeerInfo::Shm::kNo;
+    if (wanted) {
+      groups.push_back(std::move(ranks));
+    } else {
+      for (int r : ranks) groups.push_back({r});
+    }
   }
-  for (int r : group) {
-    if (peers[r].shm == PeerInfo::Shm::kNo) return {rank};  // one rank of the host said tcp/rdma
+  group_of->assign(peers.size(), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int r : groups[g]) (*group_of)[r] = static_cast<int>(g);
   }
-  return group;
+  return groups;
 }
 
 // Why `group` cannot share memory ("" when every rank of it made its segment).
@@ -111,9 +120,11 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   // all say whether they could, every group decides alike, then maps and probes. The
   // whole world takes part in the exchanges whenever some group has several ranks.
   const std::map<std::string, rendezvous::HostShare> shares = rendezvous::HostShares(out.peers);
+  std::vector<int> group_of;
+  const std::vector<std::vector<int>> groups = ShmGroups(out.peers, &group_of);
   bool some_group = false;
-  for (int r = 0; r < size && !some_group; ++r) some_group = ShmGroup(out.peers, r).size() > 1;
-  const std::vector<int> group = ShmGroup(out.peers, rank);
+  for (const auto& g : groups) some_group |= g.size() > 1;
+  const std::vector<int>& group = groups[group_of[rank]];
   std::unique_ptr<transport::ShmTransport> shm;
   std::string shm_why;
   bool every_host_shm = false;
@@ -131,8 +142,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     // host where some rank asked for shm (CHORUS_TRANSPORT=shm) cannot.
     every_host_shm = true;
     std::string forced_failure;
-    for (int r = 0; r < size; ++r) {
-      const std::vector<int> g = ShmGroup(out.peers, r);
+    for (const std::vector<int>& g : groups) {
       if (g.size() < 2) continue;
       const std::string why = NoShmReason(out.peers, g, offers.value());
       if (why.empty()) continue;
@@ -161,8 +171,8 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   }
 
   // 4. Between hosts (or where shared memory is off): the same network choice on every
-  // rank, then connect it. With one host and shared memory throughout, none is needed.
-  const bool need_network = shares.size() > 1 || !shm;
+  // rank, then connect it. With one group sharing memory throughout, none is needed.
+  const bool need_network = !(groups.size() == 1 && every_host_shm);
   std::unique_ptr<transport::Transport> network;
   std::string network_choice;
   if (!need_network) {

@@ -224,15 +224,7 @@ ShmTransport::~ShmTransport() {
     if (active_ > 0 && !aborted_) {
       AbortLocked(AbortedError("rank " + std::to_string(opts_.rank) + ": transport destroyed with requests pending"));
     }
-    if (!aborted_ && ctl_ != nullptr) {
-      ctl_->state.store(static_cast<uint32_t>(PeerState::kClosed), std::memory_order_seq_cst);
-      for (auto& p : peers_) {
-        if (p && p->ctl != nullptr) {
-          p->ctl->alert.fetch_add(1, std::memory_order_seq_cst);
-          Ring(p->ctl);
-        }
-      }
-    }
+    if (!aborted_ && ctl_ != nullptr) Announce(PeerState::kClosed);
   }
   stop_.store(true);
   if (ctl_ != nullptr) {
@@ -522,12 +514,7 @@ void ShmTransport::OnData(Peer& p, const Frame& f, const char* payload) {
     in.recv.reset();
     in.early = nullptr;
     if (f.cookie != 0) {  // asked for by our kCts: its receive is known, and matched
-      for (size_t i = 0; i < p.streams.size(); ++i) {
-        if (p.streams[i].first != f.cookie) continue;
-        in.recv = std::move(p.streams[i].second);
-        p.streams.erase(p.streams.begin() + static_cast<std::ptrdiff_t>(i));
-        break;
-      }
+      in.recv = TakeByCookie(p.streams, f.cookie);
     } else if (p.groups.Arrived(TagGroup(f.tag), f.fingerprint)) {
       FailGroup(p, TagGroup(f.tag), f.fingerprint);
     }
@@ -588,30 +575,33 @@ void ShmTransport::OnRts(Peer& p, const Frame& f) {
   MatchQueued(p, q);
 }
 
+BasicRequestPtr ShmTransport::TakeByCookie(std::vector<std::pair<uint64_t, BasicRequestPtr>>& list, uint64_t cookie) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].first != cookie) continue;
+    BasicRequestPtr r = std::move(list[i].second);
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+    return r;
+  }
+  return nullptr;
+}
+
 void ShmTransport::OnAck(Peer& p, const Frame& f) {
-  for (size_t i = 0; i < p.awaiting_ack.size(); ++i) {
-    if (p.awaiting_ack[i].first != f.cookie) continue;
-    BasicRequestPtr s = std::move(p.awaiting_ack[i].second);
-    p.awaiting_ack.erase(p.awaiting_ack.begin() + static_cast<std::ptrdiff_t>(i));
-    if (static_cast<AckStatus>(f.arg) == AckStatus::kReadFailed) {
-      Finish(s, PeerFailed(PeerDesc(p.rank) + " could not read rank " + std::to_string(opts_.rank) + "'s " +
-                           s->Describe() + " from its memory"));
-    } else {
-      Finish(s, Status::Ok());
-    }
-    return;
+  BasicRequestPtr s = TakeByCookie(p.awaiting_ack, f.cookie);
+  if (!s) return;
+  if (static_cast<AckStatus>(f.arg) == AckStatus::kReadFailed) {
+    Finish(s, PeerFailed(PeerDesc(p.rank) + " could not read rank " + std::to_string(opts_.rank) + "'s " +
+                         s->Describe() + " from its memory"));
+  } else {
+    Finish(s, Status::Ok());
   }
 }
 
 void ShmTransport::OnCts(Peer& p, const Frame& f) {
-  for (size_t i = 0; i < p.awaiting_ack.size(); ++i) {
-    if (p.awaiting_ack[i].first != f.cookie) continue;
-    OutFrame of;
-    of.send = std::move(p.awaiting_ack[i].second);
-    p.awaiting_ack.erase(p.awaiting_ack.begin() + static_cast<std::ptrdiff_t>(i));
-    of.frame = {FrameType::kData, 0, of.send->tag(), of.send->fingerprint(), of.send->bytes(), 0, f.cookie};
-    return Queue(p, std::move(of));
-  }
+  OutFrame of;
+  of.send = TakeByCookie(p.awaiting_ack, f.cookie);
+  if (!of.send) return;
+  of.frame = {FrameType::kData, 0, of.send->tag(), of.send->fingerprint(), of.send->bytes(), 0, f.cookie};
+  Queue(p, std::move(of));
 }
 
 Status ShmTransport::ReadRemote(Peer& p, void* dst, uint64_t addr, uint64_t bytes) {
@@ -755,6 +745,15 @@ void ShmTransport::Abort(const Status& reason) {
   Ring(ctl_);
 }
 
+void ShmTransport::Announce(PeerState state) {
+  ctl_->state.store(static_cast<uint32_t>(state), std::memory_order_seq_cst);
+  for (auto& p : peers_) {
+    if (!p || p->ctl == nullptr) continue;
+    p->ctl->alert.fetch_add(1, std::memory_order_seq_cst);
+    Ring(p->ctl);
+  }
+}
+
 void ShmTransport::AbortLocked(const Status& reason) {
   if (aborted_) return;
   aborted_ = true;
@@ -766,12 +765,7 @@ void ShmTransport::AbortLocked(const Status& reason) {
   const size_t n = std::min(msg.size(), sizeof(ctl_->reason) - 1);
   std::memcpy(ctl_->reason, msg.data(), n);
   ctl_->reason[n] = '\0';
-  ctl_->state.store(static_cast<uint32_t>(PeerState::kAborted), std::memory_order_seq_cst);
-  for (auto& p : peers_) {
-    if (!p || p->ctl == nullptr) continue;
-    p->ctl->alert.fetch_add(1, std::memory_order_seq_cst);
-    Ring(p->ctl);
-  }
+  Announce(PeerState::kAborted);
   // Every request this transport tracks fails; none of their buffers is touched again
   // (everything that touches them holds mu_ and looks at aborted_ first).
   for (BasicRequestPtr& r : deadlines_.TakeAll()) Finish(r, abort_status_);
@@ -870,8 +864,8 @@ void ShmTransport::Drive(BasicRequest& req, Deadline deadline) {
       housekeeping = now + kHousekeeping;
     }
     if (req.Test()) break;
-    // While nothing moves, the clock is read every few looks only (a tenth of a short
-    // call's time went to reading it).
+    // While nothing moves, the clock is read every few looks only: it is a good part of
+    // a short call.
     if (moved || (++looks & 7) == 0) now = Clock::now();
     if (moved) spin_until = now + std::chrono::microseconds(opts_.spin_us);
     if (now < spin_until) {
@@ -911,8 +905,8 @@ void ShmTransport::CheckPidfds(int timeout_ms) {
       std::lock_guard<std::mutex> lock(mu_);
       p.pidfd.reset();
       if (!aborted_) {
-        // What it sent before it died is good; then the state it left, or its death.
-        DrainRing(p);
+        // What it sent before it died is good (the poll drains it); then the state it
+        // left, or its death.
         PollLocked(Clock::now());
         // A process that died never comes back: the communicator is broken, whether or
         // not something waits for it now (a later call, and the shutdown, must not wait).

@@ -185,6 +185,8 @@ class ShmTransport final : public Transport, public RequestDriver {
   void OnRts(Peer& p, const shm::Frame& f);
   void OnAck(Peer& p, const shm::Frame& f);
   void OnCts(Peer& p, const shm::Frame& f);
+  // The request filed under `cookie` (a kRts sent, a kCts asked for), taken out; null if none.
+  static BasicRequestPtr TakeByCookie(std::vector<std::pair<uint64_t, BasicRequestPtr>>& list, uint64_t cookie);
   bool PushOut(Peer& p);
   bool WriteFrame(Peer& p, const shm::Frame& f, const void* payload);
   void Queue(Peer& p, OutFrame of);
@@ -203,6 +205,8 @@ class ShmTransport final : public Transport, public RequestDriver {
   void PeerGone(Peer& p, const Status& why);
   bool HasPending(const Peer& p) const;
   void AbortLocked(const Status& reason);
+  // Publishes this rank's new state and alerts every peer.
+  void Announce(shm::PeerState state);
   void SelfSend(const BasicRequestPtr& req);
   void SelfRecv(const BasicRequestPtr& req);
   void TakeEarly(Early& e, uint64_t bytes);
