@@ -143,16 +143,8 @@ for l in $links; do
 done
 [ ${#link_list[@]} -gt 0 ] || die "no link to measure"
 
-# The rsh agent mpirun (in node0) uses to start its daemon in node1: argv is the host,
-# then the daemon's command line as one shell string.
-agent="$out/logs/netns_rsh_agent.sh"
-cat >"$agent" <<EOF
-#!/usr/bin/env bash
-case "\$1" in 10.77.0.1) k=0 ;; 10.77.0.2) k=1 ;; *) echo "netns agent: unknown host '\$1'" >&2; exit 1 ;; esac
-shift
-CHORUS_NETNS_TAG=$CHORUS_NETNS_TAG exec "$two_nodes" exec "\$k" /bin/sh -c "\$*"
-EOF
-chmod +x "$agent"
+# How mpirun (in node0) starts its daemons in the other namespaces (see the script).
+agent="$(dirname "$two_nodes")/mpi_rsh_agent.sh"
 
 # A loopback port nobody listens on.
 free_port() {

@@ -30,13 +30,9 @@
 # LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR=10.77.0.1, MASTER_PORT (a new one per run),
 # CHORUS_SOCKET_IFNAME=chorus0; two_nodes.sh exec gives each namespace its CHORUS_HOSTID.
 # MPI: mpirun in node0, --host 10.77.0.1:L,10.77.0.2:L,..., the other namespaces' daemons
-# started by a plm_rsh_agent that enters their namespace instead of ssh (as compare.sh),
+# started by tools/netns/mpi_rsh_agent.sh (as compare.sh does),
 # --mca btl vader,tcp,self --mca btl_tcp_if_include chorus0 --mca oob_tcp_if_include chorus0
-# --mca mpi_yield_when_idle 1 --bind-to none. The daemons outside node0 run in a UTS
-# namespace of their own named after their address (10.77.0.2, ...): with the machine's
-# host name there too, Open MPI took node1's ranks for ranks of different hosts (TCP
-# between them, no vader), and vader names its segment after the host name, job and local
-# rank, so node0's and node1's local rank 0 would have shared one file in /dev/shm.
+# --mca mpi_yield_when_idle 1 --bind-to none.
 # Table: busbw (GB/s, out of place, median over rounds), chorus/chorus_flat_tcp and
 # chorus/mpi (> 1: chorus faster; median time of the other / median time of chorus),
 # #wrong (summed over variants, rounds and both modes; "!" marks the variant), and the
@@ -135,18 +131,8 @@ netns_up=1  # before up: a half-made layout is removed too
 
 addr() { echo "10.77.0.$(($1 + 1))"; }
 
-# The rsh agent mpirun (in node0) uses to start a daemon in another namespace: argv is the
-# host, then the daemon's command line as one shell string. The daemon runs in a UTS
-# namespace whose host name is that address (see the header).
-agent="$out/logs/netns_rsh_agent.sh"
-cat >"$agent" <<EOF
-#!/usr/bin/env bash
-case "\$1" in 10.77.0.*) k=\$((\${1##*.} - 1)) ;; *) echo "netns agent: unknown host '\$1'" >&2; exit 1 ;; esac
-host=\$1
-shift
-CHORUS_NETNS_TAG=$CHORUS_NETNS_TAG exec unshare --uts "$two_nodes" exec "\$k" /bin/sh -c "hostname \$host && \$*"
-EOF
-chmod +x "$agent"
+# How mpirun (in node0) starts its daemons in the other namespaces (see the script).
+agent="$(dirname "$two_nodes")/mpi_rsh_agent.sh"
 
 mpi_hosts=""
 for ((k = 0; k < hosts; k++)); do mpi_hosts="$mpi_hosts${mpi_hosts:+,}$(addr "$k"):$local_n"; done
