@@ -20,7 +20,7 @@
 #include "algos/buffer.h"
 #include "algos/collectives.h"
 #include "algos/group.h"
-#include "chorus/types.h"
+#include "common/types.h"
 #include "kernels/reduce.h"
 
 namespace chorus::algos {

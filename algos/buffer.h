@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "algos/chunking.h"
-#include "chorus/buffer_cache.h"
-#include "chorus/status.h"
+#include "common/buffer_cache.h"
+#include "common/status.h"
 #include "transport/transport.h"
 
 namespace chorus::algos {

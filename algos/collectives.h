@@ -13,7 +13,7 @@
 
 #include "algos/context.h"
 #include "algos/topology.h"
-#include "chorus/types.h"
+#include "common/types.h"
 
 namespace chorus::algos {
 

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "chorus/buffer_cache.h"
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/buffer_cache.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "transport/transport.h"
 
 namespace chorus::algos {

@@ -28,7 +28,7 @@
 #include "algos/context.h"
 #include "algos/cuda_ipc_sync.h"
 #include "algos/fingerprint.h"
-#include "chorus/types.h"
+#include "common/types.h"
 #include "kernels/cuda/stream_ops.h"
 #include "transport/cuda_ipc/cuda_ipc.h"
 

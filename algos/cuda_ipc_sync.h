@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "kernels/cuda/stream_ops.h"
 #include "transport/cuda_ipc/cuda_ipc.h"
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "chorus/types.h"
+#include "common/types.h"
 
 namespace chorus::algos {
 

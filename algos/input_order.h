@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "algos/selector.h"
-#include "chorus/types.h"
+#include "common/types.h"
 
 namespace chorus::algos {
 

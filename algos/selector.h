@@ -11,7 +11,7 @@
 #include "algos/fingerprint.h"
 #include "algos/cost_model.h"
 #include "algos/topology.h"
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::algos {
 

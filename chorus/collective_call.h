@@ -9,7 +9,7 @@
 #include "algos/collectives.h"
 #include "algos/fingerprint.h"
 #include "algos/selector.h"
-#include "chorus/types.h"
+#include "common/types.h"
 
 namespace chorus::internal {
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "algos/input_order.h"
-#include "chorus/log.h"
+#include "common/log.h"
 #include "chorus/transport_setup.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/signal_words.h"

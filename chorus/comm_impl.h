@@ -12,7 +12,7 @@
 
 #include "algos/cuda_ipc_collectives.h"
 #include "algos/selector.h"
-#include "chorus/buffer_cache.h"
+#include "common/buffer_cache.h"
 #include "chorus/collective_call.h"
 #include "chorus/communicator.h"
 #include "chorus/device_calls.h"

@@ -3,7 +3,7 @@
 #include "algos/barrier.h"
 #include "algos/fingerprint.h"
 #include "chorus/comm_impl.h"
-#include "chorus/log.h"
+#include "common/log.h"
 
 namespace chorus {
 

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "chorus/config.h"
-#include "chorus/status.h"
-#include "chorus/types.h"
+#include "common/status.h"
+#include "common/types.h"
 #include "chorus/work.h"
 
 namespace chorus {

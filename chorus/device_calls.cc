@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "chorus/log.h"
+#include "common/log.h"
 #include "chorus/signalled_staging.h"
 #include "chorus/staging_pipeline.h"
 #include "kernels/cuda/device_memory.h"

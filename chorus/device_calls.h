@@ -57,10 +57,10 @@
 
 #include "algos/context.h"
 #include "chorus/collective_call.h"
-#include "chorus/deadline.h"
+#include "common/deadline.h"
 #include "chorus/executor.h"
 #include "chorus/signalled_staging.h"
-#include "chorus/status.h"
+#include "common/status.h"
 #include "chorus/work.h"
 #include "kernels/cuda/stream_ops.h"
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "chorus/work.h"
 
 namespace chorus::internal {

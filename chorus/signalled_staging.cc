@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "chorus/poll.h"
+#include "common/poll.h"
 
 namespace chorus::internal {
 namespace {

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "chorus/collective_call.h"
-#include "chorus/deadline.h"
+#include "common/deadline.h"
 #include "chorus/staging_pipeline.h"
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::internal {
 

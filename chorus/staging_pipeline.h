@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "algos/context.h"
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 
 namespace chorus::internal {
 

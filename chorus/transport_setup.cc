@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "chorus/log.h"
+#include "common/log.h"
 #include "rendezvous/net_util.h"
 #include "transport/per_peer.h"
 #include "transport/rdma/rdma_transport.h"

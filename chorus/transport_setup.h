@@ -12,8 +12,8 @@
 
 #include "algos/cost_model.h"
 #include "chorus/config.h"
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/store.h"
 #include "transport/transport.h"

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <memory>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "chorus/types.h"
+#include "common/types.h"
 #include "kernels/elementwise.h"
 
 namespace chorus {

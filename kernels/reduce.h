@@ -12,8 +12,8 @@
 
 #include <cstddef>
 
-#include "chorus/status.h"
-#include "chorus/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace chorus {
 namespace kernels {

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "chorus/types.h"
+#include "common/types.h"
 
 namespace chorus {
 namespace kernels {

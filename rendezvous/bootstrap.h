@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "rendezvous/store.h"
 
 namespace chorus::rendezvous {

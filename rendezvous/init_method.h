@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "chorus/env.h"
-#include "chorus/status.h"
+#include "common/env.h"
+#include "common/status.h"
 
 namespace chorus::rendezvous {
 

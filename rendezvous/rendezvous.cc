@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "chorus/log.h"
+#include "common/log.h"
 #include "rendezvous/net_util.h"
 #include "rendezvous/socket_io.h"
 

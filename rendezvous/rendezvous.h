@@ -21,8 +21,8 @@
 
 #include <memory>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_client.h"

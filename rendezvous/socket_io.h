@@ -11,13 +11,13 @@
 #include <string_view>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/unique_fd.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/unique_fd.h"
+#include "common/status.h"
 
 namespace chorus::rendezvous {
 
-using ::chorus::UniqueFd;  // chorus/unique_fd.h
+using ::chorus::UniqueFd;  // common/unique_fd.h
 
 struct SocketAddress {
   sockaddr_storage storage{};

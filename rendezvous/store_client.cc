@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "chorus/log.h"
+#include "common/log.h"
 
 namespace chorus::rendezvous {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "rendezvous/socket_io.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_protocol.h"

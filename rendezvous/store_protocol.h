@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::rendezvous {
 

@@ -15,8 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/log.h"
+#include "common/deadline.h"
+#include "common/log.h"
 #include "rendezvous/socket_io.h"
 #include "rendezvous/store_protocol.h"
 

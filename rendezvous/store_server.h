@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::rendezvous {
 

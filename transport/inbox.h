@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "chorus/status.h"
-#include "chorus/unique_fd.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
 #include "transport/request.h"
 
 namespace chorus::transport {

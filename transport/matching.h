@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "transport/request.h"
 
 namespace chorus::transport {

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <string>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "transport/transport.h"
 
 namespace chorus::transport {

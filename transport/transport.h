@@ -18,9 +18,9 @@
 #include <memory>
 #include <string>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
-#include "chorus/types.h"
+#include "common/deadline.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace chorus::transport {
 

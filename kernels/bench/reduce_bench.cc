@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/types.h"
+#include "common/types.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "kernels/reduce_internal.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::kernels::cuda {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::kernels::cuda {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::kernels::cuda {
 

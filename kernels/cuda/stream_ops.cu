@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "chorus/poll.h"
+#include "common/poll.h"
 #include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/stream_ops.h"
@@ -13,7 +13,7 @@ namespace chorus::kernels::cuda {
 namespace {
 
 // Waits for an event or a stream (cudaEventSynchronize has no timeout) by polling its
-// query (chorus/poll.h); an error the query reports ends the wait.
+// query (common/poll.h); an error the query reports ends the wait.
 template <typename Query>
 Status PollQuery(Query query, Deadline deadline, const std::string& what) {
   cudaError_t e = cudaErrorNotReady;

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "kernels/cuda/device_memory.h"
 
 namespace chorus::kernels::cuda {

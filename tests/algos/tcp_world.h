@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "algos/context.h"
-#include "chorus/buffer_cache.h"
-#include "chorus/status.h"
+#include "common/buffer_cache.h"
+#include "common/status.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 

@@ -20,8 +20,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "chorus/status.h"
-#include "chorus/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace chorus::testing {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "chorus/communicator.h"
-#include "chorus/env.h"
+#include "common/env.h"
 #include "tests/chorus/api_case.h"
 #include "tests/util/multiproc.h"
 

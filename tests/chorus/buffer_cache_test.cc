@@ -1,6 +1,6 @@
 // BufferCache: buffers come back for requests of about their size, the cap bounds what
 // is kept, and concurrent users never share a buffer.
-#include "chorus/buffer_cache.h"
+#include "common/buffer_cache.h"
 
 #include <cstring>
 #include <random>

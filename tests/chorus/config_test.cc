@@ -7,8 +7,8 @@
 #include <cctype>
 #include <string>
 
-#include "chorus/env.h"
-#include "chorus/log.h"
+#include "common/env.h"
+#include "common/log.h"
 
 namespace chorus {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::testing {
 

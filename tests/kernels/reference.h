@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "chorus/types.h"
+#include "common/types.h"
 
 namespace chorus {
 namespace kernels {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/types.h"
+#include "common/types.h"
 #include "tests/kernels/reference.h"
 
 namespace chorus {

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-#include "chorus/deadline.h"
+#include "common/deadline.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "chorus/communicator.h"
-#include "chorus/env.h"
+#include "common/env.h"
 
 namespace {
 

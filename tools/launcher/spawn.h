@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "tools/launcher/options.h"
 
 namespace chorus::launcher {

@@ -18,8 +18,8 @@
 #include <optional>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/log.h"
+#include "common/deadline.h"
+#include "common/log.h"
 #include "tools/launcher/line_prefixer.h"
 #include "tools/launcher/spawn.h"
 

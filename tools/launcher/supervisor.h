@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "tools/launcher/options.h"
 
 namespace chorus::launcher {

@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/status.h"
-#include "chorus/types.h"
+#include "common/status.h"
+#include "common/types.h"
 #include "tools/perf/collectives.h"
 
 namespace chorus {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/env.h"
-#include "chorus/log.h"
+#include "common/env.h"
+#include "common/log.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "tools/perf/backend.h"
 #include "tools/perf/options.h"

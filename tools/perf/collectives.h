@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/status.h"
-#include "chorus/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace chorus {
 namespace perf {

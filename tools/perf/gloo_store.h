@@ -12,7 +12,7 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "rendezvous/store_client.h"
 
 namespace chorus::perf {

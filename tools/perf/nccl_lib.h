@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "chorus/status.h"
-#include "chorus/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace chorus {
 namespace perf {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "chorus/env.h"
+#include "common/env.h"
 
 namespace chorus {
 namespace perf {

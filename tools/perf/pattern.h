@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "chorus/types.h"
+#include "common/types.h"
 #include "tools/perf/collectives.h"
 
 namespace chorus {

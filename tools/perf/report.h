@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/types.h"
+#include "common/types.h"
 #include "tools/perf/collectives.h"
 
 namespace chorus {

@@ -5,7 +5,7 @@
 #include <ostream>
 #include <vector>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "tools/perf/backend.h"
 #include "tools/perf/options.h"
 #include "tools/perf/report.h"

@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::transport::cuda_ipc {

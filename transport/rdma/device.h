@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "transport/rdma/verbs.h"
 
 namespace chorus::transport::rdma {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "chorus/log.h"
+#include "common/log.h"
 
 namespace chorus::transport::rdma {
 namespace {

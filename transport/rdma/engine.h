@@ -18,8 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "transport/early_hold.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"

@@ -14,7 +14,7 @@
 #include <list>
 #include <memory>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "transport/rdma/device.h"
 
 namespace chorus::transport::rdma {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "transport/rdma/device.h"
 
 namespace chorus::transport::rdma {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "chorus/log.h"
+#include "common/log.h"
 #include "transport/matching.h"
 #include "transport/rdma/engine.h"
 

@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::transport::rdma {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 
 namespace chorus::transport::shm {
 

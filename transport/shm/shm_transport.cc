@@ -10,7 +10,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "chorus/log.h"
+#include "common/log.h"
 
 namespace chorus::transport {
 using namespace shm;  // NOLINT: the layout's words are this file's vocabulary

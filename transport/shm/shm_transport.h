@@ -30,9 +30,9 @@
 #include <thread>
 #include <vector>
 
-#include "chorus/buffer_cache.h"
+#include "common/buffer_cache.h"
 #include "chorus/config.h"
-#include "chorus/unique_fd.h"
+#include "common/unique_fd.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"
 #include "transport/request.h"

@@ -5,8 +5,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "transport/tcp/frame_machine.h"
 #include "transport/tcp/socket_util.h"
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "chorus/log.h"
+#include "common/log.h"
 #include "transport/matching.h"
 
 namespace chorus::transport::tcp {

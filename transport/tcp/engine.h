@@ -24,8 +24,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "chorus/buffer_cache.h"
-#include "chorus/status.h"
+#include "common/buffer_cache.h"
+#include "common/status.h"
 #include "transport/early_hold.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"

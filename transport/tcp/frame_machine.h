@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "transport/request.h"
 #include "transport/tcp/wire.h"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 
 namespace chorus::transport::tcp {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "chorus/status.h"
+#include "common/status.h"
 #include "transport/tcp/conn.h"
 
 namespace chorus::transport::tcp {

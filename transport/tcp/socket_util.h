@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <string>
 
-#include "chorus/deadline.h"
-#include "chorus/unique_fd.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/unique_fd.h"
+#include "common/status.h"
 
 namespace chorus::transport::tcp {
 
-using ::chorus::UniqueFd;  // chorus/unique_fd.h
+using ::chorus::UniqueFd;  // common/unique_fd.h
 
 struct SockAddr {
   sockaddr_storage storage{};

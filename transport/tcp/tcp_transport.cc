@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "chorus/log.h"
+#include "common/log.h"
 #include "transport/matching.h"
 #include "transport/parts_request.h"
 #include "transport/tcp/engine.h"

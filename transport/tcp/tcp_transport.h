@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "chorus/config.h"
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "transport/early_hold.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/transport.h"

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "chorus/log.h"
+#include "common/log.h"
 #include "transport/tcp/poller.h"
 
 namespace chorus::transport::tcp {

@@ -48,7 +48,7 @@
 #include <cstdint>
 #include <string>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus::transport::tcp {
 

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "chorus/types.h"
+#include "common/types.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/elementwise.h"

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "chorus/status.h"
+#include "common/status.h"
 
 namespace chorus {
 

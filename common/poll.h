@@ -8,8 +8,8 @@
 #include <string>
 #include <thread>
 
-#include "chorus/deadline.h"
-#include "chorus/status.h"
+#include "common/deadline.h"
+#include "common/status.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "chorus/status.h"
+#include "common/status.h"
 
 #include <cstring>
 

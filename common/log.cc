@@ -1,4 +1,4 @@
-#include "chorus/log.h"
+#include "common/log.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "chorus/buffer_cache.h"
+#include "common/buffer_cache.h"
 
 #include <utility>
 

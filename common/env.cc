@@ -1,4 +1,4 @@
-#include "chorus/env.h"
+#include "common/env.h"
 
 #include <cctype>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "chorus/types.h"
+#include "common/types.h"
 
 #include <strings.h>
 
