@@ -55,8 +55,8 @@ namespace {
 constexpr size_t kRecvsInFlight = 4;
 // Out of place, blocks of more chunks than this run windowed too: receives posted for
 // a whole large block land long before they are reduced, so the reduction reads them
-// from memory rather than cache (2 ranks on loopback, 256 MiB: 1.06-1.40 -> 1.73-1.91
-// GB/s busbw; 64 MiB a little better; 16 MiB and below no better, so they stay).
+// from memory rather than cache; smaller blocks gained nothing so they stay unwindowed
+// (docs/design/flow_control.md). In chunks.
 constexpr size_t kWindowAboveChunks = 32;
 
 struct PostedRecv {

@@ -12,9 +12,8 @@
 // In place (send == recv) the block for peer p and the block from p are the same bytes:
 // the block from p lands in scratch and is copied into place once ours to p has gone
 // (our own block stays where it is). That copies (n-1)/n of the buffer where copying
-// it all aside first copied (n+1)/n (2 ranks, 16 MiB on loopback: 2.7-3.0 ms a call
-// instead of 4.1-4.2; Open MPI 2.7-2.9). A send buffer that overlaps recv otherwise is
-// copied aside whole.
+// it all aside first copied (n+1)/n (docs/design/flow_control.md). A send buffer that
+// overlaps recv otherwise is copied aside whole.
 //
 // On streamed device stand-ins (ctx.staging) a block is waited for before it is sent
 // (a send buffer copied aside: the whole input, before the copy), and each block of the

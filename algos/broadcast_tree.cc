@@ -7,8 +7,8 @@
 // step c (FIFO per (peer, tag) keeps them apart when more than 2^16 chunks wrap).
 // Every receive is posted up front: they land in the user buffer (no memory), and a
 // parent sends each chunk on as soon as it has it, so with only a few posted most
-// chunks would arrive before their receive and be copied twice (a 4-rank 64 MiB
-// broadcast had ~16 MiB per call wait in a child's transport with 4 posted). A child
+// chunks would arrive before their receive and be copied twice
+// (docs/design/flow_control.md). A child
 // then grants its parent the rest of the call at once (grants.h): a parent sends
 // kUnasked chunks to a child that has not come yet (none of kGrantAtBytes and more
 // where a host runs more ranks than it has cores), and waits for it before more.
@@ -51,8 +51,8 @@ Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
   const Span all{0, count};
   const size_t nchunks = NumChunks(count, chunk_elems);
-  // Crowded cores: a parent a call ahead of its child (back-to-back broadcasts) parked
-  // 757 of 880 messages in the child's transport (4 ranks on 2 cores, 1 MiB).
+  // Crowded cores: a parent a call ahead of its child (back-to-back broadcasts) parks
+  // most messages in the child's transport (docs/design/flow_control.md).
   const size_t unasked = UnaskedChunks(tuning.crowded_cores, std::min(count, chunk_elems) * es, kUnasked);
 
   return AbortOnError(ctx, [&]() -> Status {

@@ -8,7 +8,7 @@
 // peers map. Call number `seq` (the same on every rank: the largest any rank offered)
 // signals phase f by writing seq into word (seq % kSyncSlots, f); a peer's stream waits
 // until that word has reached seq. Where ranks take turns on one GPU (no MPS), such a
-// wait costs ~10 us of handover, an interprocess event's ~275 us (timeslice_probe).
+// wait hands the GPU over far faster than an interprocess event (docs/design/cuda_ipc.md).
 //   Why slots: a rank's successive calls may run on different streams, so a later call's
 //   write can land before an earlier one's; with one word per phase it would satisfy the
 //   earlier call's waits too soon. Calls kSyncSlots apart share a slot, so before a call

@@ -18,7 +18,7 @@ namespace chorus::algos {
 
 // A first-in first-out queue in a vector: popping moves a head index, and the storage
 // is reused once the queue empties. A std::deque allocates when it is made, and the
-// algorithms make these on every call (an 8-byte broadcast: two of its ~10 allocations).
+// algorithms make these on every call, where allocations are much of a small call's cost.
 template <typename T>
 class Fifo {
  public:

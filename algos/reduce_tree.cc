@@ -62,8 +62,8 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
   const size_t nchunks = NumChunks(count, chunk_elems);
   const size_t nchildren = tree.children.size();
 
-  // Crowded cores: children a call ahead of their parent (back-to-back reduces) parked
-  // 874 of 880 messages in the root's transport (4 ranks on 2 cores, 256 KiB).
+  // Crowded cores: children a call ahead of their parent (back-to-back reduces) park
+  // nearly every message in the root's transport (docs/design/flow_control.md).
   const size_t unasked = UnaskedChunks(tuning.crowded_cores, std::min(count, chunk_elems) * es, kChunksInFlight);
   ChunkPool pool(chunk_elems * es, ctx.scratch);
   return AbortOnError(ctx, [&]() -> Status {

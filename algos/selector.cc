@@ -135,8 +135,8 @@ Choice Selector::Choose(Collective c, size_t bytes, int world_size, bool explain
 }
 
 Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool explain) const {
-  // The reason is made only where asked for: every call chooses, few explain (building
-  // it is a good part of a small call's instructions outside the kernel).
+  // The reason is made only where asked for: every call chooses, few explain, and
+  // building it costs a small call dearly (docs/design/cost_model.md).
   const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
   const CostModel& m = config_.model;
   if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size, m.topology)) {

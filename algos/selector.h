@@ -60,39 +60,27 @@ struct DevicePlacement {
   // while a staged call waits), learnt with gpu_time_sliced.
   bool every_rank_signals = false;
   // Calls through CUDA IPC order the ranks' streams with words (algos/cuda_ipc_sync.h),
-  // learnt from the last such call: handing a time-sliced GPU over then costs ~10 us
-  // instead of an interprocess event's ~275, and no call is staged for it.
+  // learnt from the last such call: handing a time-sliced GPU over is then cheap, and no
+  // call is staged for it (docs/design/cuda_ipc.md).
   bool ipc_words = false;
 };
 
 // Up to this many bytes a host-form call of ranks that share a GPU without MPS is
 // staged where CUDA IPC calls order the streams with interprocess events: their
 // processes' work takes turns on the GPU in time slices, and each CUDA IPC call waits
-// for its peers' streams across those turns (2 ranks on an H100,
-// 2026-11-25: about 0.7 ms per all_reduce up to 1 MiB through CUDA IPC, 0.07-0.56 ms
-// staged over TCP; from 4 MiB CUDA IPC was faster; under MPS CUDA IPC took 0.1 ms up to
-// 1 MiB). With words instead (the default), 2 ranks on an H200 without MPS (2026-11-26,
-// gpu_check): an all_reduce through CUDA IPC took 0.03-0.04 ms in stream order up to
-// 1 MiB, 0.05-0.055 ms each waited for, against 0.08 ms staged at 64 KiB and 0.16 ms
-// at 256 KiB in stream order: nothing is staged then.
+// for its peers' streams across those turns, so small calls are faster staged. With
+// words (the default) CUDA IPC wins at every size and nothing is staged. Bytes;
+// measurements in docs/design/cuda_ipc.md.
 constexpr size_t kTimeSlicedStagedMaxBytes = 1 << 20;
-// The same for the stream form, where every rank stages it with signal words: 2 ranks
-// on an H200 without MPS, all_reduce in stream order (2026-11-25, one run): about
-// 0.29 ms a call through CUDA IPC at every size up to 1 MiB; staged, 0.08 ms at 64 KiB,
-// 0.22 ms at 256 KiB (one TCP lane), 0.49 ms at 1 MiB. Behind the gate kernel
-// (CHORUS_STAGING_SYNC=gate) the stream form stays on CUDA IPC at every size: the
-// gate's spin takes whole turns from the peer's copies (3 ms a staged 8-byte
-// all_reduce on an H100, against 0.46 ms through CUDA IPC).
+// The same for the stream form, where every rank stages it with signal words (bytes).
+// Behind the gate kernel (CHORUS_STAGING_SYNC=gate) the stream form stays on CUDA IPC at
+// every size: the gate's spin takes whole turns from the peer's copies.
 constexpr size_t kTimeSlicedStreamStagedMaxBytes = 256 << 10;
 
 // all_gather on a power-of-two world of 4 ranks or more: recursive doubling up to this
 // many bytes of output (log2(n) steps), the ring above. (The cost model sees no
-// difference in bytes between the two; this rule, measured, decides.) 4 ranks on 2 cores, loopback
-// (2026-11-26, tools/perf/ab.sh): 30-31 us against the ring's 44-45 at 4 KiB, 35-36
-// against 54-57 at 64 KiB, 77-79 against 92-96 at 256 KiB (Open MPI 35, 45, 150-200);
-// with its large messages granted, 0.29-0.31 ms against 0.34-0.39 at 1 MiB, 0.49-0.74
-// against 0.63-0.71 at 2 MiB, 1.06-1.46 ms against 1.55-1.91 at 4 MiB (Open MPI
-// 1.47-1.59); at 8 and 16 MiB no faster.
+// difference in bytes between the two; this measured rule decides: fewer steps win up
+// to here, not from 8 MiB; docs/design/cost_model.md).
 constexpr size_t kAllGatherRdMaxBytes = 4 << 20;
 
 class Selector {

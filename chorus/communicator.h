@@ -64,7 +64,8 @@ class Communicator {
   int size() const;
   int local_rank() const;  // rank among the ranks on this host
   int local_size() const;
-  // e.g. "rank 0 of 2 on host-a, tcp/io_uring 2 sockets per peer, init env:// (torchrun/env)".
+  // e.g. "rank 0 of 2 on host-a (local rank 0 of 1), tcp/epoll on 10.0.0.1:41234, ...,
+  // init env:// (torchrun/env)".
   std::string Describe() const;
   // What this communicator's transport counted so far (messages that arrived before
   // their receive was posted, ...), for diagnostics.

@@ -64,8 +64,8 @@ struct Config {
   std::string cuda_ipc_one_gpu = "leader";
   // How the ranks' streams order each other in a call through CUDA IPC
   // (CHORUS_CUDA_IPC_SYNC): "words" (each stream writes words of its device memory that
-  // the peers' streams wait on: ~10 us a handover where ranks take turns on one GPU) or
-  // "events" (interprocess events: ~275 us there). "events" on any rank, or a driver
+  // the peers' streams wait on: a cheap handover where ranks take turns on one GPU) or
+  // "events" (interprocess events: a whole time slice there). "events" on any rank, or a driver
   // without stream memory operations, makes every rank use events. See algos/cuda_ipc_sync.h.
   std::string cuda_ipc_sync = "words";
   // How a staged stream-form call (device buffers across hosts) holds the caller's

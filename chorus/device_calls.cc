@@ -176,8 +176,8 @@ Status CheckStreamIo(const DeviceIo& io, const std::string& what) {
 // calls, one at a time. Outgrown buffers are kept until the set is destroyed, after
 // every gate opened: cudaFreeHost waits for the whole device, and a stream-form call in
 // flight holds its stream behind a gate that only its task opens, which needs the
-// device in turn (seen on an H100: the next call's free stalled both until the
-// timeout). The buffers grow by doubling, so what is kept is less than what is in use.
+// device in turn (the next call's free would stall both until the timeout; see
+// docs/design/device_staging.md). Growth by doubling keeps this below what is in use.
 struct DeviceCalls::Staging {
   cuda::CopyStream copies;  // to the host (and everything back, when not streamed)
   cuda::CopyStream back;    // streamed results back to the device

@@ -69,9 +69,8 @@ CHORUS_HD inline float HalfToFloat(uint16_t h) {
   const uint32_t special = sign | 0x7F800000u | (man << 13) | (man != 0 ? 0x00400000u : 0u);
 #if defined(__CUDA_ARCH__)
   // The GPU's conversion instruction (exact, as below) for everything but inf and NaN,
-  // chosen without a branch: with a branch per element (126 in Reduce2Kernel's PTX,
-  // against 5 now) fp16 sums ran at 0.74x the copy bandwidth at 256 MiB on an H200,
-  // now 0.85x (bf16 0.98x; 2026-11-26).
+  // chosen without a branch: a branch per element slowed fp16 reductions well below
+  // the copy bandwidth (docs/design/kernels.md).
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return exp == 0x1F ? BitsToFloat(special) : f;

@@ -39,8 +39,7 @@ class GroupFingerprints {
  private:
   // Sorted by group. Vectors, not maps: a group is added and erased on every call, the
   // groups live at once are the calls in flight (a few), and new ones mostly go at the
-  // end; a map allocated and freed a node each time (a tenth of a small call's
-  // instructions on the receiving rank).
+  // end; a map allocated and freed a node each time (docs/design/matching.md).
   template <typename V>
   using Flat = std::vector<std::pair<uint64_t, V>>;
   template <typename V>

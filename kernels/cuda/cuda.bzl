@@ -11,7 +11,7 @@ NVCC_FLAGS = " ".join([
     "-diag-suppress 2810",
     # A kernel that uses local memory (a stack frame: an array indexed at run time, a
     # by-value parameter struct indexed so) fails the build: per-thread copies cost
-    # whole HBM passes (ReduceNKernel's 256-byte frame cost ~100 us a launch on an H100).
+    # whole HBM passes (docs/design/kernels.md).
     "-Xptxas -warn-lmem-usage,-Werror",
     "-DCHORUS_KERNELS_ISA=isa_cuda",
     "-gencode arch=compute_80,code=sm_80",

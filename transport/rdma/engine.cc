@@ -140,9 +140,8 @@ Engine::~Engine() {
 
 RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
                         uint64_t fingerprint) {
-  // Waiting threads do not spin here: under Soft-RoCE/TCG spinning threads took the
-  // vCPUs that the provider's work (done in the engine thread) needed, and the 8-byte
-  // round trip got 2-4x slower.
+  // Waiting threads do not spin here: spinning threads take the CPUs that a software
+  // provider's work, done in the engine thread, needs (docs/design/rdma_transport.md).
   auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
   inbox_.Post(req);
   return req;

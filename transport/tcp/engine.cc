@@ -52,12 +52,11 @@ bool Rendezvous(uint64_t tag, uint64_t bytes) { return !IsCollectiveTag(tag) && 
 // early messages tells it to PAUSE (send everything by rendezvous) until it holds less
 // than resume_below (CHORUS_EARLY_RESUME, 16 MiB; early_hold.h): a sender that runs
 // ahead of its receiver (a stream of sends into a few posted receives) would otherwise
-// fill the receiver's memory (2.9 GB after a 4 GB stream of 64 KiB sends).
+// fill the receiver's memory (docs/design/flow_control.md).
 
 // Messages smaller than this all go on a peer's first socket: a small message costs
-// less on a connection that carried the last one (8-byte all_reduce, 2 ranks on
-// loopback: 7.0-7.1 us on one socket, 7.4-7.7 us alternating over two; the same from
-// 4 KiB up), and spreading only pays where messages are large enough to fill a socket.
+// less on a connection that carried the last one (docs/design/tcp_transport.md), and
+// spreading only pays where messages are large enough to fill a socket. Bytes.
 constexpr uint64_t kOneSocketBelow = 4096;
 
 

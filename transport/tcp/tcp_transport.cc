@@ -20,8 +20,7 @@ namespace {
 // A message is cut across lanes into parts of at least this size (a part smaller than
 // this costs its hand-off more than its copy saves), and only from twice that: a
 // smaller one would go whole to a lane thread, which may be asleep, and wake the
-// waiter too (a 256 KiB all_reduce, two 128 KiB messages a rank, took 480 us through
-// the lanes, 222 us on lane 0 alone, staged on the H200 machine).
+// waiter too (docs/design/tcp_transport.md). Bytes.
 constexpr size_t kPartMin = 128 << 10;
 constexpr size_t kLanesFrom = 2 * kPartMin;
 }  // namespace
@@ -66,7 +65,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
   } else if (opts.engine == "epoll" || opts.engine == "auto") {
     // auto: epoll, whose sockets the waiting application thread may drive itself
     // (application progress: no thread hand-off per message; see tcp/engine.h). The
-    // io_uring engine keeps one engine thread and costs ~5 µs more per small call.
+    // io_uring engine keeps one engine thread: a hand-off more per small call.
     t->use_uring_ = false;
   } else {
     return InvalidArgument("TCP engine '" + opts.engine + "' unknown (CHORUS_TCP_ENGINE): use auto, uring or epoll");

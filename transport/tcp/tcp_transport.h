@@ -58,8 +58,7 @@ struct PeerAddress {
 };
 
 // Lanes wanted with CHORUS_TCP_LANES unset: a lane per core of each rank of the host,
-// at most kMaxLanes (2-rank all_reduce on host buffers, 16 cores, 256 MiB: 1.66 GB/s
-// busbw with one lane, 2.04 with two, 4.41 with four, 5.26 with eight).
+// at most kMaxLanes (throughput still grew at eight: docs/design/tcp_transport.md).
 constexpr int kMaxLanes = 8;
 int AutoLanes(int host_cores, int ranks_on_host);
 
