@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # build: offline Bazel (see docs/ARCHITECTURE.md, "Build"), GoogleTest sources
   bazel-bootstrap bazel-rules-java googletest
+  # building C++ programs against an installed chorus (tests/dist): pkg-config, CMake
+  pkg-config cmake
   # transports: io_uring (static liburing), verbs headers (libibverbs is dlopen'ed)
   liburing-dev libibverbs-dev
   # two nodes on one machine (ip netns, veth), the raw-TCP reference
