@@ -39,7 +39,8 @@ fi
 
 mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
-tar -xzf "$tarball" -C "$prefix" --no-same-owner
+# Existing folders (PREFIX/lib, ...) keep their owner, mode and time.
+tar -xzf "$tarball" -C "$prefix" --no-same-owner --no-overwrite-dir --touch
 # The tarball's .pc files find the prefix from their own place (${pcfiledir}); once
 # installed, name it plainly so that pkg-config prints clean paths.
 for pc in "$prefix"/lib/pkgconfig/chorus.pc "$prefix"/lib/pkgconfig/chorus-static.pc; do
