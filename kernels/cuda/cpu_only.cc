@@ -88,8 +88,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 Result<Stream> Stream::Create() { return BuiltWithoutCuda("a CUDA stream"); }
 Stream::~Stream() = default;
 
-Status CopyToDevice(void*, const void*, size_t bytes) { return BuiltWithoutCuda("a copy of " + Bytes(bytes) + " to the device"); }
-Status CopyToHost(void*, const void*, size_t bytes) { return BuiltWithoutCuda("a copy of " + Bytes(bytes) + " from the device"); }
+Status CopyToDevice(void*, const void*, size_t bytes) {
+  return BuiltWithoutCuda("a copy of " + Bytes(bytes) + " to the device");
+}
+Status CopyToHost(void*, const void*, size_t bytes) {
+  return BuiltWithoutCuda("a copy of " + Bytes(bytes) + " from the device");
+}
 Status CopyDeviceToDevice(void*, const void*, size_t bytes, void*) {
   return BuiltWithoutCuda("a device-to-device copy of " + Bytes(bytes));
 }

@@ -2,9 +2,7 @@
 the choice between them and the CPU-only build (docs/design/cuda_optional.md): no
 toolkit found (@local_cuda, third_party/cuda/cuda_configure.bzl) or --config=cpu_only."""
 
-load("@local_cuda//:defs.bzl", "CUDA_FOUND", "CUDA_MISSING", _CUDA_ROOT = "CUDA_ROOT")
-
-CUDA_ROOT = _CUDA_ROOT
+load("@local_cuda//:defs.bzl", "CUDA_FOUND", "CUDA_MISSING", "CUDA_ROOT")
 
 # CUDA's static runtime and what it needs (so binaries start where no driver is).
 CUDART_LINKOPTS = [
