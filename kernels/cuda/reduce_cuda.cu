@@ -208,6 +208,7 @@ Status LoadKernels() {
 
 const Status& DeviceStatus() { return ProbeOnce().status; }
 int DeviceCount() { return ProbeOnce().count; }
+bool BuiltWithCuda() { return true; }
 
 Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count, void* stream) {
   CHORUS_RETURN_IF_ERROR(CheckCall("cuda::Reduce", dtype, op));

@@ -19,6 +19,9 @@ namespace chorus::kernels::cuda {
 const Status& DeviceStatus();  // probed once; a reference, so a check copies nothing
 // Number of visible devices (0 when DeviceStatus() is not OK).
 int DeviceCount();
+// False in a CPU-only build (no toolkit, or --config=cpu_only: cpu_only.cc), where
+// DeviceStatus() and every device call fail with "chorus was built without CUDA".
+bool BuiltWithCuda();
 
 // Loads every kernel of chorus's onto the current device now. Under CUDA's lazy
 // loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) a kernel's first

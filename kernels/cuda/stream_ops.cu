@@ -50,18 +50,6 @@ __global__ void GateKernel(volatile unsigned long long* words, unsigned long lon
 
 }  // namespace
 
-const char* MemoryKindName(MemoryKind k) {
-  switch (k) {
-    case MemoryKind::kHost:
-      return "host";
-    case MemoryKind::kDevice:
-      return "device";
-    case MemoryKind::kManaged:
-      return "managed";
-  }
-  return "?";
-}
-
 MemoryKind PointerKind(const void* ptr) {
   if (ptr == nullptr || !DeviceStatus().ok()) return MemoryKind::kHost;
   cudaPointerAttributes a{};

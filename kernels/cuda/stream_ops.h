@@ -26,10 +26,21 @@ enum class MemoryKind {
   kDevice,   // cudaMalloc'd
   kManaged,  // cudaMallocManaged: reachable from host and device
 };
-const char* MemoryKindName(MemoryKind k);
+inline const char* MemoryKindName(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kDevice:
+      return "device";
+    case MemoryKind::kManaged:
+      return "managed";
+  }
+  return "?";
+}
 
 // Where `ptr` lives. Without a usable CUDA device (DeviceStatus() not OK) every pointer
-// is host memory, and this costs nothing after the first call.
+// is host memory, and this costs nothing after the first call; a CPU-only build asks
+// the driver where one is installed, so device memory is never read as host memory.
 MemoryKind PointerKind(const void* ptr);
 // The device a device buffer is on; the calling thread's current device.
 Result<int> DeviceOf(const void* ptr);

@@ -23,6 +23,7 @@
 #include "tests/chorus/api_case.h"
 #include "tests/chorus/test_kernels.h"
 #include "tests/util/multiproc.h"
+#include "transport/cuda_ipc/cuda_ipc.h"
 
 namespace chorus {
 namespace {
@@ -666,6 +667,9 @@ TEST(DeviceApiTest, WithoutGpuStreamFormsSayNoCudaDevice) {
     Status st = c.AllReduce(buf.data(), buf.data(), 16, DataType::kFloat32, ReduceOp::kSum, CudaStream{}).Wait();
     RANK_CHECK(st.code() == StatusCode::kUnavailable && st.message().find("no CUDA device") != std::string::npos,
                st.ToString());
+    // A CPU-only build names that reason too (docs/design/cuda_optional.md).
+    RANK_CHECK(cu::BuiltWithCuda() || st.message().find("chorus was built without CUDA") != std::string::npos,
+               st.ToString());
     st = c.Send(buf.data(), 64, 1 - rank, CudaStream{}).Wait();
     RANK_CHECK(st.code() == StatusCode::kUnavailable, st.ToString());
     RANK_OK(c.AllReduce(buf.data(), buf.data(), 16, DataType::kFloat32, ReduceOp::kSum));
@@ -673,6 +677,18 @@ TEST(DeviceApiTest, WithoutGpuStreamFormsSayNoCudaDevice) {
     RANK_OK(c.Shutdown());
     return 0;
   }));
+}
+
+// A CPU-only build has no CUDA IPC: each of its calls says so, naming what was asked.
+TEST(DeviceApiTest, CpuOnlyBuildRefusesCudaIpc) {
+  if (cu::BuiltWithCuda()) GTEST_SKIP() << "built with CUDA";
+  namespace ipc = transport::cuda_ipc;
+  int x = 0;
+  for (const Status& st : {ipc::CurrentDevice().status(), ipc::Export(&x).status(), ipc::IpcEvent::Create().status(),
+                           ipc::IpcWords::Create(2).status(), ipc::CopyAsync(&x, &x, 4, nullptr)}) {
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+    EXPECT_EQ(st.message().rfind("chorus was built without CUDA: ", 0), 0u) << st.ToString();
+  }
 }
 
 }  // namespace

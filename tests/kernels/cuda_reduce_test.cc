@@ -9,6 +9,8 @@
 
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/stream_ops.h"
 #include "kernels/reduce.h"
 #include "tests/kernels/test_util.h"
 
@@ -34,6 +36,30 @@ TEST(CudaReduce, WithoutAGpuEveryCallSaysSoClearly) {
   Status r = cu::Reduce(DataType::kInt32, ReduceOp::kSum, &x, &x, &x, 1, nullptr);
   EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r.ToString();
   EXPECT_FALSE(cu::DeviceBuffer::Allocate(16).ok());
+}
+
+// A CPU-only build (no toolkit, or --config=cpu_only) says so in every device call,
+// naming what was asked, and reads every host pointer as host memory.
+TEST(CudaReduce, CpuOnlyBuildSaysBuiltWithoutCuda) {
+  if (cu::BuiltWithCuda()) GTEST_SKIP() << "built with CUDA";
+  const std::string without = "chorus was built without CUDA: ";
+  EXPECT_EQ(cu::DeviceStatus().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(cu::DeviceStatus().message().rfind(without, 0), 0u) << cu::DeviceStatus().message();
+  EXPECT_EQ(cu::DeviceCount(), 0);
+  int x = 0;
+  for (const Status& st :
+       {cu::Reduce(DataType::kInt32, ReduceOp::kSum, &x, &x, &x, 1, nullptr), cu::CopyToDevice(&x, &x, 4),
+        cu::Synchronize(nullptr), cu::LoadKernels(), cu::EnqueueWriteWord(nullptr, &x, 1),
+        cu::DeviceBuffer::Allocate(16).status(), cu::PinnedBuffer::Allocate(16).status(),
+        cu::StreamMark::Record(nullptr).status(), cu::CopyStream::Create().status(),
+        cu::SignalWords::Create(4).status(), cu::CurrentDeviceIndex().status()}) {
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+    EXPECT_EQ(st.message().rfind(without, 0), 0u) << st.ToString();
+  }
+  EXPECT_NE(cu::DeviceBuffer::Allocate(16).status().message().find("16 bytes"), std::string::npos);
+  EXPECT_EQ(cu::PointerKind(&x), cu::MemoryKind::kHost);
+  EXPECT_EQ(cu::PointerKind(nullptr), cu::MemoryKind::kHost);
+  EXPECT_FALSE(cu::SignalWords::DriverHasThem());
 }
 
 // Device memory with a poisoned guard on each side of [off, off + bytes).

@@ -22,13 +22,6 @@ namespace {
 static_assert(sizeof(cudaIpcMemHandle_t) == kHandleBytes, "cudaIpcMemHandle_t is not 64 bytes");
 static_assert(sizeof(cudaIpcEventHandle_t) == kHandleBytes, "cudaIpcEventHandle_t is not 64 bytes");
 
-std::string UuidText(const uint8_t* b) {
-  char s[48];
-  std::snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-  return s;
-}
-
 // Every visible device's UUID, asked once (cudaGetDeviceProperties is slow).
 const Result<std::vector<DeviceUuid>>& Uuids() {
   static const Result<std::vector<DeviceUuid>> uuids = []() -> Result<std::vector<DeviceUuid>> {
@@ -88,22 +81,20 @@ Status SynchronizeDevice(int device) {
 
 bool Visible(const DeviceUuid& device) { return IndexOf(device) >= 0; }
 
-std::string UuidText(const DeviceUuid& device) { return UuidText(device.bytes); }
-
 Status CanReach(const DeviceUuid& device) {
   Result<int> current = kernels::cuda::CurrentDeviceIndex();
   if (!current.ok()) return current.status();
   const int cur = current.value(), d = IndexOf(device);
   if (d < 0) {
     return Status(StatusCode::kUnavailable,
-                  UuidText(device.bytes) + " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
+                  UuidText(device) + " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
   }
   if (d == cur) return Status::Ok();
   int can = 0;
   CHORUS_RETURN_IF_ERROR(CudaError("cudaDeviceCanAccessPeer", cudaDeviceCanAccessPeer(&can, cur, d)));
   if (can) return Status::Ok();
   return Status(StatusCode::kUnavailable, "device " + std::to_string(cur) + " has no peer access to device " +
-                                              std::to_string(d) + " (" + UuidText(device.bytes) + ")");
+                                              std::to_string(d) + " (" + UuidText(device) + ")");
 }
 
 Result<ExportedBuffer> Export(const void* ptr) {

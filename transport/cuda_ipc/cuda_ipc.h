@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,7 +61,13 @@ bool Visible(const DeviceUuid& device);
 // visible one with peer access. The error says why not.
 Status CanReach(const DeviceUuid& device);
 // "GPU-xxxxxxxx-...", as nvidia-smi -L shows a GPU.
-std::string UuidText(const DeviceUuid& device);
+inline std::string UuidText(const DeviceUuid& device) {
+  const uint8_t* b = device.bytes;
+  char s[48];
+  std::snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return s;
+}
 // Waits for everything on `device` (before its interprocess events and mappings go).
 Status SynchronizeDevice(int device);
 
