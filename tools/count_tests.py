@@ -3,13 +3,17 @@
 
 Bazel's own summary counts targets, and shows a skipped GoogleTest as passed; this
 counts each test case, skips apart. A target that failed without a parseable log
-(a crash, a timeout) counts as one failed case, so nothing is hidden.
+(a crash, a timeout) counts as one failed case, so nothing is hidden. A lane (--lane: the
+same tests built another way, e.g. under a sanitizer) adds its own cases, named apart.
 """
 import argparse
 import os
 import re
 import sys
 import xml.etree.ElementTree as ET
+
+
+SANITIZER_REPORT = re.compile(r"SUMMARY: (Address|Thread|Leak|UndefinedBehavior)Sanitizer")
 
 
 def xml_logs(root):
@@ -77,12 +81,18 @@ def count(testlogs, labels):
                 failures.append(target + " (unreadable " + os.path.relpath(log, testlogs) + ")")
                 continue
             cases = list(tree.iter("testcase"))
-            # A shell test that could not run here says "SKIPPED: reason" and passes.
             text_log = os.path.join(os.path.dirname(log), "test.log")
-            shell_skip = False
-            if len(cases) == 1 and os.path.exists(text_log):
+            lines = []
+            if os.path.exists(text_log):
                 with open(text_log, errors="replace") as f:
-                    shell_skip = any(line.startswith("SKIPPED:") for line in f)
+                    lines = f.readlines()
+            # A shell test that could not run here says "SKIPPED: reason" and passes.
+            shell_skip = len(cases) == 1 and any(line.startswith("SKIPPED:") for line in lines)
+            # A sanitizer's report after every case passed (a leak at exit) fails the target.
+            report = next((line.strip() for line in lines if SANITIZER_REPORT.match(line)), None)
+            if report and not any(c.find("failure") is not None or c.find("error") is not None for c in cases):
+                failed += 1
+                failures.append(target + " (" + report + ")")
             for case in cases:
                 name = target + ":" + case.get("classname", "") + "." + case.get("name", "")
                 if case.find("failure") is not None or case.find("error") is not None:
@@ -101,23 +111,35 @@ def count(testlogs, labels):
     return passed, failed, skipped, failures
 
 
+def bazel_run(testlogs, labels_file, bazel_exit, prefix=""):
+    """The cases of one bazel test run; a run that failed (build error, crash) without a
+    failed case to show for it counts as one failure."""
+    labels = [l.strip() for l in open(labels_file) if l.strip()]
+    passed, failed, skipped, failures = count(testlogs, labels)
+    if bazel_exit not in (0, 4) and failed == 0:
+        failed = 1
+        failures.append("bazel test exited with code %d (see its output above)" % bazel_exit)
+    return passed, failed, skipped, [prefix + f for f in failures]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("testlogs")
     ap.add_argument("--bazel-exit", type=int, default=0)
     ap.add_argument("--labels", required=True, help="file with the test targets of this run, one label a line")
     ap.add_argument("--xml-dir", help="also count the GoogleTest XML files in this folder (the RDMA lane)")
+    ap.add_argument("--lane", nargs=4, action="append", default=[], metavar=("NAME", "BAZEL_EXIT", "TESTLOGS", "LABELS"),
+                    help="also count another bazel test run (e.g. under a sanitizer), its failures named NAME")
     args = ap.parse_args()
-    passed, failed, skipped, failures = count(args.testlogs, [l.strip() for l in open(args.labels) if l.strip()])
+    runs = [bazel_run(args.testlogs, args.labels, args.bazel_exit)]
     if args.xml_dir:
-        p, f, s, fl = count_xml_dir(args.xml_dir)
-        passed, failed, skipped, failures = passed + p, failed + f, skipped + s, failures + fl
-    if args.bazel_exit not in (0, 4) and failed == 0:
-        # Bazel failed (build error, crash) without a failed case to show for it.
-        failed = 1
-        failures.append("bazel test exited with code %d (see its output above)" % args.bazel_exit)
-    for f in failures:
-        print("FAILED: " + f)
+        runs.append(count_xml_dir(args.xml_dir))
+    for name, bazel_exit, testlogs, labels in args.lane:
+        runs.append(bazel_run(testlogs, labels, int(bazel_exit), prefix=name + ": "))
+    passed, failed, skipped = (sum(r[i] for r in runs) for i in range(3))
+    for r in runs:
+        for f in r[3]:
+            print("FAILED: " + f)
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed else 0
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tools/count_tests.py counts each test case once: a target's old shard_K_of_M logs
 # (left by an earlier shard_count in the same output base) are not counted again, a
-# skipped case is apart, a failed case and a target without a log are failures.
+# skipped case is apart, a failed case and a target without a log are failures; a
+# lane's cases (the same targets under a sanitizer) add to the line, named apart, and a
+# sanitizer's report after every case passed fails its target.
 set -u
 count=$1
 tmp=$(mktemp -d)
@@ -29,4 +31,27 @@ case_xml "$logs/a/broken/test.xml" 1 1 0
 printf '//a:broken\n//a:missing\n' >"$tmp/labels2"
 out=$(python3 "$count" "$logs" --labels "$tmp/labels2" 2>&1 | tail -n 1)
 [ "$out" = "1 passed, 2 failed, 0 skipped" ] || { echo "FAIL: failures: got '$out'"; exit 1; }
+case_xml "$tmp/asan/a/plain/test.xml" 4 1 0
+out=$(python3 "$count" "$logs" --labels "$tmp/labels" --lane asan 3 "$tmp/asan" "$tmp/labels" \
+  --lane tsan 1 "$tmp/tsan" "$tmp/labels" 2>&1)
+want="FAILED: asan: //a:sharded (no test log: not built or not run)
+FAILED: asan: a/plain:T.f0
+FAILED: tsan: //a:sharded (no test log: not built or not run)
+FAILED: tsan: //a:plain (no test log: not built or not run)
+67 passed, 4 failed, 2 skipped"
+[ "$out" = "$want" ] || { echo "FAIL: lanes: got '$out'"; exit 1; }
+: >"$tmp/none"
+out=$(python3 "$count" "$logs" --labels "$tmp/labels" --lane tsan 1 "$tmp/tsan" "$tmp/none" 2>&1 | tail -n 2)
+want="FAILED: tsan: bazel test exited with code 1 (see its output above)
+63 passed, 1 failed, 2 skipped"
+[ "$out" = "$want" ] || { echo "FAIL: a lane that failed to build: got '$out'"; exit 1; }
+
+mkdir -p "$tmp/tsan2/a/plain"
+cp "$logs/a/plain/test.xml" "$tmp/tsan2/a/plain/test.xml"
+printf 'SUMMARY: ThreadSanitizer: data race x.cc:3 in F\n' >"$tmp/tsan2/a/plain/test.log"
+printf '//a:plain\n' >"$tmp/plain"
+out=$(python3 "$count" "$logs" --labels "$tmp/none" --lane tsan 3 "$tmp/tsan2" "$tmp/plain" 2>&1 | tail -n 2)
+want="FAILED: tsan: a/plain (SUMMARY: ThreadSanitizer: data race x.cc:3 in F)
+3 passed, 1 failed, 2 skipped"
+[ "$out" = "$want" ] || { echo "FAIL: a report after the cases passed: got '$out'"; exit 1; }
 echo "PASS"

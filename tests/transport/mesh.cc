@@ -27,7 +27,7 @@ Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOpt
   }
   std::vector<Status> st(n);
   std::vector<std::thread> threads;
-  Deadline d = Deadline::After(std::chrono::seconds(20));
+  Deadline d = Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20)));
   for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = ts[r]->Connect(addrs, d); });
   for (auto& t : threads) t.join();
   for (const Status& s : st) CHORUS_RETURN_IF_ERROR(s);
@@ -51,7 +51,7 @@ Result<std::vector<std::unique_ptr<RdmaTransport>>> MakeRdmaMesh(int n, const Me
   for (auto& t : ts) CHORUS_RETURN_IF_ERROR(t->Connect(addrs, hosts));
   std::vector<Status> st(n);
   std::vector<std::thread> threads;
-  Deadline d = Deadline::After(std::chrono::seconds(20));
+  Deadline d = Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20)));
   for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = ts[r]->Start(d); });
   for (auto& t : threads) t.join();
   for (const Status& s : st) CHORUS_RETURN_IF_ERROR(s);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "tests/util/slowdown.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
@@ -21,7 +22,7 @@ struct MeshOptions {
   int lanes = 1;                 // TCP lanes (engines) each rank asks for
   std::vector<int> rank_lanes;   // or per rank, where not empty (the mesh has the fewest)
   int64_t stripe_min_bytes = 256 << 10;
-  int64_t timeout_ms = 20000;
+  int64_t timeout_ms = ::chorus::testing::Scaled(std::chrono::milliseconds(20000)).count();  // per request
   uint64_t comm_id = 42;
   uint64_t pause_above = 64 << 20;  // early bytes held from a peer before PAUSE (RESUME below a quarter)
   std::string shm_dir = "/dev/shm";

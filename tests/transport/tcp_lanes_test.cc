@@ -16,7 +16,7 @@ using testing::Fill;
 using testing::MakeMesh;
 using testing::MeshOptions;
 
-Deadline Soon() { return Deadline::After(std::chrono::seconds(20)); }
+Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20))); }
 uint64_t CollectiveTag(uint64_t step) { return (uint64_t{1} << 63) | (uint64_t{5} << 16) | step; }
 
 // Sizes around the cuts (three lanes: lane 0 below 256 KiB, then two parts on lanes 1

@@ -9,10 +9,12 @@
 
 #include <thread>
 
+#include "tests/util/slowdown.h"
+
 namespace chorus::transport {
 namespace {
 
-Deadline Soon() { return Deadline::After(std::chrono::seconds(20)); }
+Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20))); }
 
 // "uring", "epoll", or "epoll_lanes" (epoll, three lanes, a collective's tag: the
 // streamed message is cut in three parts).

@@ -18,7 +18,7 @@ using testing::Fill;
 using testing::MakeAnyMesh;
 using testing::MeshOptions;
 
-Deadline Soon() { return Deadline::After(std::chrono::seconds(20)); }
+Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20))); }
 
 class TransportTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -388,7 +388,7 @@ TEST_P(TransportTest, DestroyedPeerFailsPendingRequestsNamingIt) {
   auto start = Clock::now();
   t[1].reset();
   Status st = r->Wait(Soon());
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  EXPECT_LT(Clock::now() - start, ::chorus::testing::Scaled(std::chrono::seconds(10)));
   EXPECT_EQ(st.code(), StatusCode::kPeerFailed);
   EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
   // The destroyed rank's own send finished one way or the other before it went.
