@@ -31,15 +31,15 @@ def xml_logs(root):
     return sorted(newest)
 
 
-def count_xml_dir(xml_dir):
-    """GoogleTest XML files written outside Bazel (the RDMA lane), one per binary."""
+def count_xml_dir(xml_dir, lane="rdma_vm"):
+    """JUnit XML files written outside Bazel (the RDMA lane, the lint lane), one per binary."""
     passed = failed = skipped = 0
     failures = []
     for name in sorted(os.listdir(xml_dir)):
         if not name.endswith(".xml"):
             continue
         path = os.path.join(xml_dir, name)
-        target = "rdma_vm/" + name[:-4]
+        target = lane + "/" + name[:-4]
         try:
             cases = list(ET.parse(path).iter("testcase"))
         except ET.ParseError:
@@ -106,11 +106,13 @@ def main():
     ap.add_argument("testlogs")
     ap.add_argument("--bazel-exit", type=int, default=0)
     ap.add_argument("--labels", required=True, help="file with the test targets of this run, one label a line")
-    ap.add_argument("--xml-dir", help="also count the GoogleTest XML files in this folder (the RDMA lane)")
+    ap.add_argument("--xml-dir", action="append", default=[], metavar="[LANE=]DIR",
+                    help="also count the JUnit XML files in DIR, named LANE/FILE (default lane: rdma_vm); repeatable")
     args = ap.parse_args()
     passed, failed, skipped, failures = count(args.testlogs, [l.strip() for l in open(args.labels) if l.strip()])
-    if args.xml_dir:
-        p, f, s, fl = count_xml_dir(args.xml_dir)
+    for spec in args.xml_dir:
+        lane, _, xml_dir = spec.rpartition("=")
+        p, f, s, fl = count_xml_dir(xml_dir, lane or "rdma_vm")
         passed, failed, skipped, failures = passed + p, failed + f, skipped + s, failures + fl
     if args.bazel_exit not in (0, 4) and failed == 0:
         # Bazel failed (build error, crash) without a failed case to show for it.
