@@ -33,7 +33,7 @@ inline size_t UnaskedChunks(bool crowded_cores, size_t chunk_bytes, size_t usual
 }
 
 // Sends the grant for one message to `peer` on ctx.tag(step).
-inline void Grant(const Context& ctx, PendingSends& sends, int peer, uint32_t step) {
+inline void Grant(const Context& /*ctx*/, PendingSends& sends, int peer, uint32_t step) {
   sends.Post(peer, step, nullptr, 0);
 }
 

@@ -35,15 +35,15 @@ def xml_logs(root):
     return sorted(newest)
 
 
-def count_xml_dir(xml_dir):
-    """GoogleTest XML files written outside Bazel (the RDMA lane), one per binary."""
+def count_xml_dir(xml_dir, lane="rdma_vm"):
+    """JUnit XML files written outside Bazel (the RDMA lane, the lint lane), one per binary."""
     passed = failed = skipped = 0
     failures = []
     for name in sorted(os.listdir(xml_dir)):
         if not name.endswith(".xml"):
             continue
         path = os.path.join(xml_dir, name)
-        target = "rdma_vm/" + name[:-4]
+        target = lane + "/" + name[:-4]
         try:
             cases = list(ET.parse(path).iter("testcase"))
         except ET.ParseError:
@@ -127,13 +127,15 @@ def main():
     ap.add_argument("testlogs")
     ap.add_argument("--bazel-exit", type=int, default=0)
     ap.add_argument("--labels", required=True, help="file with the test targets of this run, one label a line")
-    ap.add_argument("--xml-dir", help="also count the GoogleTest XML files in this folder (the RDMA lane)")
+    ap.add_argument("--xml-dir", action="append", default=[], metavar="[LANE=]DIR",
+                    help="also count the JUnit XML files in DIR, named LANE/FILE (default lane: rdma_vm); repeatable")
     ap.add_argument("--lane", nargs=4, action="append", default=[], metavar=("NAME", "BAZEL_EXIT", "TESTLOGS", "LABELS"),
                     help="also count another bazel test run (e.g. under a sanitizer), its failures named NAME")
     args = ap.parse_args()
     runs = [bazel_run(args.testlogs, args.labels, args.bazel_exit)]
-    if args.xml_dir:
-        runs.append(count_xml_dir(args.xml_dir))
+    for spec in args.xml_dir:
+        lane, _, xml_dir = spec.rpartition("=")
+        runs.append(count_xml_dir(xml_dir, lane or "rdma_vm"))
     for name, bazel_exit, testlogs, labels in args.lane:
         runs.append(bazel_run(testlogs, labels, int(bazel_exit), prefix=name + ": "))
     passed, failed, skipped = (sum(r[i] for r in runs) for i in range(3))

@@ -157,7 +157,7 @@ TEST(CollectivesApi, MismatchedCollectivesNameBothCalls) {
 
 TEST(CollectivesApi, BadArgumentsAreNamed) {
   Options o = testing::FileInitOptions();
-  ExpectAllOk(RunRanks(2, [&](int rank) {
+  ExpectAllOk(RunRanks(2, [&](int /*rank*/) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
     float x = 0;
@@ -190,7 +190,7 @@ TEST(CollectivesApi, BadArgumentsAreNamed) {
 // of a large one and the transport, without moving data; a bad name is named.
 TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
   Options o = testing::FileInitOptions();
-  ExpectAllOk(RunRanks(3, [&](int rank) {
+  ExpectAllOk(RunRanks(3, [&](int /*rank*/) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
     const Communicator& c = **comm;

@@ -138,7 +138,7 @@ TEST_F(SmallShm, FallsBackToTcpSayingWhy) {
 TEST_F(SmallShm, ForcedSharedMemoryFailsNamingTheDirectory) {
   const Options o = ShmOptions(dir_.path(), "shm");
   const std::string dir = dir_.path();
-  ExpectAllOk(RunRanks(2, [&](int rank) {
+  ExpectAllOk(RunRanks(2, [&](int /*rank*/) {
     auto comm = Communicator::Create(o);
     RANK_CHECK(!comm.ok(), "created a communicator on a 64 KiB tmpfs");
     const std::string m = comm.status().message();

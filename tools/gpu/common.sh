@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # Shared by gpu_check.sh and tcp_sweep.sh (sourced; they set $bin and $libs first).
+# shellcheck disable=SC2154
 
 # Exports CHORUS_PERF_NCCL_LIB: as given, else the NCCL PyTorch ships (nvidia.nccl),
 # else ldconfig's, else the bare soname; prints the path found ("" when none).
@@ -16,6 +18,7 @@ perf_ranks() {
   local log=$1 limit=$2 args=$3 port=$((29600 + RANDOM % 300)) r pids=() bad=0
   shift 3
   for r in 0 1; do
+    # shellcheck disable=SC2086  # ARGS is split into words on purpose
     env LD_LIBRARY_PATH="$libs" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "${@//@RANK@/$r}" timeout "$limit" "$bin/chorus/tools/perf/chorus_perf" $args >"$log.rank$r.log" 2>&1 &
     pids+=($!)

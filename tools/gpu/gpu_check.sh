@@ -42,7 +42,7 @@
 # Exit != 0 when a test or a run fails (the bars are reported, not enforced).
 # NCCL: $CHORUS_PERF_NCCL_LIB, else the one PyTorch ships (nvidia.nccl), else ldconfig's.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit
 out=${OUT:-gpu_check_out}
 mkdir -p "$out"
 exec > >(tee "$out/summary.txt") 2>&1
@@ -189,7 +189,7 @@ gtest device_backends_test 150 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
 
 echo "== 2. kernel benchmark, timeslice_probe ($(left) s left; other processes on the GPU: $(gpu_apps))"
 timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }
-cat "$work/kernel_bench.txt" | tee -a "$tables"
+tee -a "$tables" <"$work/kernel_bench.txt"
 awk '!/^#/ && NF >= 7 && $7 != 0 { bad = 1 } END { exit bad }' "$work/kernel_bench.txt" || { echo "kernel bench: #wrong != 0"; fail=1; }
 # probe NAME: timeslice_probe around a 64 KiB and a 256 MiB copy kernel (a diagnostic:
 # its failure is reported, not counted).

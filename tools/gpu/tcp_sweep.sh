@@ -5,8 +5,8 @@
 # defaults, and one lane) beside NCCL over its sockets (one NCCL_HOSTID per rank); the
 # threads' CPU use during a 4-lane run. For tuning the lanes on a many-core machine:
 #   carry [".gpu_bin"], command "tools/gpu/tcp_sweep.sh"
-set -uo pipefail
-cd "$(dirname "$0")/../.."
+set -euo pipefail
+cd "$(dirname "$0")/../.." || exit
 out=${OUT:-tcp_sweep_out}
 mkdir -p "$out"
 exec > >(tee "$out/tcp_sweep.txt") 2>&1

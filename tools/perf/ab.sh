@@ -50,8 +50,8 @@ run_chorus() {  # run_chorus ENV SWEEP...
     if [ "${v%%=*}" = bin ]; then b=${v#bin=}; else vars+=("$v"); fi
   done
   for ((r = 0; r < np; r++)); do
-    env "${vars[@]}" RANK=$r WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      taskset -c $((r % cores)) "$b" "$@" --backend chorus >"$out/rank$r.txt" 2>&1 &
+    env "${vars[@]}" RANK=$r WORLD_SIZE="$np" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      taskset -c "$((r % cores))" "$b" "$@" --backend chorus >"$out/rank$r.txt" 2>&1 &
     pids+=($!)
   done
   local bad=0

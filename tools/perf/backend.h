@@ -70,7 +70,7 @@ class Backend {
   virtual std::string diagnostics() const { return ""; }
   // Which algorithm the library picks for a call of `count` (as passed) and why (a
   // footer line per size); may be empty.
-  virtual std::string explain(Collective coll, size_t count, DataType dtype) const { return ""; }
+  virtual std::string explain(Collective /*coll*/, size_t /*count*/, DataType /*dtype*/) const { return ""; }
   // Device buffers (--device): whether the collectives take CUDA device pointers, and
   // whether they take nothing else (NCCL). The runner then fills and checks host copies
   // and moves them to and from the device outside the timed loop.

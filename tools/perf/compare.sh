@@ -168,6 +168,7 @@ launch() {
   if [ "$link" = netns2 ]; then
     netns_port=$((netns_port + 1))
     for r in 0 1; do
+      # shellcheck disable=SC2046  # pin prints a command prefix, split on purpose
       timeout "$run_timeout" "$two_nodes" exec "$r" env RANK=$r WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 \
         MASTER_PORT=$netns_port CHORUS_SOCKET_IFNAME=chorus0 $(pin "$r") "$bin" "$@" >"$log.rank$r" 2>&1 &
       pids+=($!)
@@ -175,6 +176,7 @@ launch() {
   else
     port=$(free_port)
     for ((r = 0; r < np; r++)); do
+      # shellcheck disable=SC2046  # pin prints a command prefix, split on purpose
       RANK=$r WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         timeout "$run_timeout" $(pin "$r") "$bin" "$@" >"$log.rank$r" 2>&1 &
       pids+=($!)

@@ -9,7 +9,7 @@
 # its round, and the summary (tools/perf/summarize_rounds.py, saved as OUT/summary.txt)
 # gives the median and the range over rounds. Each round's own table is under
 # OUT/round_K/. Exit status: 2 if a round found #wrong != 0, 1 if a round failed.
-set -u -o pipefail
+set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [ $# -ge 2 ] || { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 1; }
 out=$1
@@ -28,7 +28,7 @@ for ((k = 1; k <= rounds; k++)); do
   "$here/compare.sh" --out "$out/round_$k" "$@" >"$out/round_$k.log" 2>&1 || rc=$?
   mkdir -p "$out/round_$k"
   echo "$rc" >"$out/round_$k/exit_code"
-  grep -E '^ +lat8B|^iperf3' "$out/round_$k.log" | sed 's/^/   /' >&2
+  grep -E '^ +lat8B|^iperf3' "$out/round_$k.log" | sed 's/^/   /' >&2 || true  # a failed round may have no rows
   if [ "$rc" -eq 2 ]; then
     status=2
   elif [ "$rc" -ne 0 ]; then

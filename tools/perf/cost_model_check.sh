@@ -66,7 +66,7 @@ run() {
   local n=$((hosts * local_n)) port=$((20000 + RANDOM % 20000)) pids=() r
   for ((r = 0; r < n; r++)); do
     local node=$((r / local_n))
-    local env=(RANK=$r WORLD_SIZE=$n LOCAL_RANK=$((r % local_n)) MASTER_PORT=$port CHORUS_ALGO=$algo)
+    local env=("RANK=$r" "WORLD_SIZE=$n" "LOCAL_RANK=$((r % local_n))" "MASTER_PORT=$port" "CHORUS_ALGO=$algo")
     if ((hosts > 1)); then
       env+=(MASTER_ADDR=10.77.0.1 CHORUS_SOCKET_IFNAME=chorus0)
       timeout 600 "$two_nodes" exec "$node" env "${env[@]}" "$bin" "$coll" "${sweep[@]}" >"$log.$r" 2>&1 &

@@ -149,7 +149,7 @@ run_chorus() {
     local csvarg=()
     [ "$r" = 0 ] && csvarg=(--csv "$csv")
     timeout "$run_timeout" "$two_nodes" exec "$node" env "$@" RANK=$r WORLD_SIZE=$nranks LOCAL_RANK=$((r % local_n)) \
-      LOCAL_WORLD_SIZE=$local_n GROUP_RANK=$node MASTER_ADDR=10.77.0.1 MASTER_PORT=$port CHORUS_SOCKET_IFNAME=chorus0 \
+      LOCAL_WORLD_SIZE="$local_n" GROUP_RANK=$node MASTER_ADDR=10.77.0.1 MASTER_PORT=$port CHORUS_SOCKET_IFNAME=chorus0 \
       "$bin" "${sweep[@]}" --backend chorus "${csvarg[@]}" >"$log.rank$r" 2>&1 &
     pids+=($!)
   done

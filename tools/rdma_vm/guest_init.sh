@@ -32,9 +32,9 @@ fail() {
   halt_vm
 }
 
-for m in $(cat /modules.order); do
+while read -r m; do
   insmod "/lib/modules/$m" || fail "insmod $m failed"
-done
+done </modules.order
 
 have_tag() {
   for f in /sys/bus/virtio/devices/*/mount_tag; do

@@ -60,7 +60,7 @@ failures=0
 pair_extra=()  # more perftest flags for both sides (measure_bidir)
 header="test bytes iters unit avg min max typical p99 status"
 fmt='%-13s %10s %6s %6s %9s %9s %9s %9s %9s %s\n'
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086,SC2059  # the header splits into columns; fmt is ours
 printf "$fmt" $header
 if [ -n "$csv" ]; then
   mkdir -p "$(dirname "$csv")"

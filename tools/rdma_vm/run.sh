@@ -124,6 +124,7 @@ elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s 
 release_reader() {  # $1 = pid, $2 = fifo
   [ -n "$1" ] || return 0
   if kill -0 "$1" 2>/dev/null && [ -p "$2" ]; then
+    # shellcheck disable=SC2016  # $1 is the inner shell's
     timeout 2 bash -c ': >"$1"' _ "$2" 2>/dev/null || true
   fi
   for _ in $(seq 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done

@@ -26,6 +26,7 @@ done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # Runs in the guest (bash). show_gids is not packaged in Debian 12: fall back to sysfs.
+# shellcheck disable=SC2016  # expanded by the guest's bash
 guest_script='
 set -u
 show_gids_sysfs() {

@@ -123,7 +123,7 @@ class EpollPoller final : public Poller {
   void SetOut(Conn* c, bool on) {
     if (c->epoll_out == on || c->shut) return;
     epoll_event ev{};
-    ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
+    ev.events = EPOLLIN | (on ? uint32_t{EPOLLOUT} : 0u);
     ev.data.ptr = c;
     if (epoll_ctl(ep_.get(), EPOLL_CTL_MOD, c->fd.get(), &ev) == 0) c->epoll_out = on;
   }
