@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The lint lane: tools/check_format.sh, tools/check_tidy.sh and tools/check_shell.sh.
+# The lint lane: tools/check_format.sh, check_tidy.sh, check_shell.sh and
+# check_cuda_detection.sh (how the build finds or leaves out the CUDA toolkit).
 # With an argument DIR, also writes one JUnit XML per check there (lint/<check>.xml for
 # tools/count_tests.py --xml-dir lint=DIR), a failed check carrying its output.
 # Exit 1 when any check fails; every check runs regardless.
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 xml_dir=${1:-}
 [ -z "$xml_dir" ] || mkdir -p "$xml_dir"
 rc=0
-for check in check_format check_tidy check_shell; do
+for check in check_format check_tidy check_shell check_cuda_detection; do
   out=$(mktemp)
   start=$(date +%s)
   check_rc=0
