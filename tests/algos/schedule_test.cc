@@ -164,7 +164,7 @@ TEST(SelectorTest, SmallAllGathersOnPowerOfTwoWorldsTakeRecursiveDoubling) {
   EXPECT_EQ(forced->Choose(Collective::kAllGather, 64 << 20, 8).algorithm, Algorithm::kRecursiveDoubling);
   const Choice c = forced->Choose(Collective::kAllGather, 4096, 6);
   EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
-  EXPECT_NE(c.reason.find("CHORUS_ALGO=rd cannot run all_gather on 6 ranks"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("CHORUS_ALGO=recursive_doubling cannot run all_gather on 6 ranks"), std::string::npos) << c.reason;
   EXPECT_TRUE(Streams(Collective::kAllGather, Algorithm::kRecursiveDoubling));
   EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kRecursiveDoubling));
 }
