@@ -3,7 +3,7 @@
 // written; MID: all_reduce's slice is reduced; DONE: it reads no peer's buffer any
 // more) and its peers' streams wait for that signal; nothing spins on the GPU.
 //
-// Words (CHORUS_CUDA_IPC_SYNC=words, the default, where every rank has them): each rank
+// Words (CHORUS_CUDA_IPC_SYNC=flags, the default, where every rank has them): each rank
 // has kSyncSlots x 3 words of its device memory (transport::cuda_ipc::IpcWords) that its
 // peers map. Call number `seq` (the same on every rank: the largest any rank offered)
 // signals phase f by writing seq into word (seq % kSyncSlots, f); a peer's stream waits
@@ -41,7 +41,7 @@ constexpr uint32_t kSyncSlots = 64;
 
 // This rank's side, kept between calls (made on first use).
 struct SyncState {
-  bool want_words = true;  // CHORUS_CUDA_IPC_SYNC=words
+  bool want_words = true;  // CHORUS_CUDA_IPC_SYNC=flags
   std::array<transport::cuda_ipc::IpcEvent, 3> events;
   transport::cuda_ipc::IpcWords words;
   std::string no_words;      // why this rank offers no words (empty: it does, or has not tried)

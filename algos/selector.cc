@@ -61,21 +61,6 @@ std::atomic<uint64_t> next_selector_id{1};
 
 }  // namespace
 
-const char* AlgorithmName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kRecursiveDoubling: return "recursive_doubling";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kChain: return "chain";
-    case Algorithm::kLinear: return "linear";
-    case Algorithm::kPairwise: return "pairwise";
-    case Algorithm::kDissemination: return "dissemination";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kCudaIpc: return "cuda_ipc";
-  }
-  return "unknown";
-}
-
 bool Streams(Collective c, Algorithm a) {
   // all_reduce's recursive doubling runs on small buffers, whole; the barrier moves no
   // data; CUDA IPC does not stage.
@@ -83,27 +68,11 @@ bool Streams(Collective c, Algorithm a) {
          !(c == Collective::kAllReduce && a == Algorithm::kRecursiveDoubling);
 }
 
-Result<Algorithm> ParseAlgorithm(const std::string& name) {
-  const Algorithm all[] = {Algorithm::kRing,     Algorithm::kRecursiveDoubling, Algorithm::kTree,
-                           Algorithm::kChain,    Algorithm::kLinear,            Algorithm::kPairwise,
-                           Algorithm::kDissemination, Algorithm::kHierarchical};
-  if (strcasecmp(name.c_str(), "rd") == 0) return Algorithm::kRecursiveDoubling;
-  for (Algorithm a : all) {
-    if (strcasecmp(name.c_str(), AlgorithmName(a)) == 0) return a;
-  }
-  return InvalidArgument("CHORUS_ALGO='" + name +
-                         "' is not an algorithm (ring, recursive_doubling|rd, tree, chain, linear, pairwise, "
-                         "dissemination, hierarchical)");
-}
-
 Selector::Selector(SelectorConfig config, bool has_forced, Algorithm forced)
     : config_(std::move(config)), has_forced_(has_forced), forced_(forced), id_(next_selector_id.fetch_add(1)) {}
 
 Result<Selector> Selector::Create(const SelectorConfig& config) {
-  if (config.forced.empty()) return Selector(config, false, Algorithm::kRing);
-  Result<Algorithm> a = ParseAlgorithm(config.forced);
-  if (!a.ok()) return a.status();
-  return Selector(config, true, a.value());
+  return Selector(config, config.forced.has_value(), config.forced.value_or(Algorithm::kRing));
 }
 
 template <typename F>
@@ -140,14 +109,14 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
   const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
   const CostModel& m = config_.model;
   if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size, m.topology)) {
-    return because(forced_, [&] { return "forced by CHORUS_ALGO=" + config_.forced + Predictions(c, bytes, world_size); });
+    return because(forced_, [&] { return "forced by CHORUS_ALGO=" + std::string(AlgorithmName(forced_)) + Predictions(c, bytes, world_size); });
   }
   const auto where = [&] {
     return m.topology.size() == world_size ? m.topology.Describe() : std::to_string(world_size) + " ranks";
   };
   const auto note = [&]() -> std::string {
     if (!has_forced_) return "";
-    return " (CHORUS_ALGO=" + config_.forced +
+    return " (CHORUS_ALGO=" + std::string(AlgorithmName(forced_)) +
            (Supports(c, forced_) ? " cannot run " + std::string(CollectiveName(c)) + " on " + where()
                                  : " does not apply to " + std::string(CollectiveName(c))) +
            ")";

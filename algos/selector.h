@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
+#include "algos/algorithm.h"
 #include "algos/fingerprint.h"
 #include "algos/cost_model.h"
 #include "algos/topology.h"
@@ -15,24 +17,11 @@
 
 namespace chorus::algos {
 
-enum class Algorithm {
-  kRing,               // all_reduce, all_gather, reduce_scatter
-  kRecursiveDoubling,  // all_reduce, all_gather (small, power-of-two worlds)
-  kTree,               // broadcast, reduce (binomial, pipelined)
-  kChain,              // broadcast (a chain from the root, pipelined): large messages
-  kLinear,             // gather, scatter
-  kPairwise,           // all_to_all
-  kDissemination,      // barrier
-  kHierarchical,       // all_reduce over hosts with as many ranks each: within, across, within
-  kCudaIpc,            // every collective on device buffers, all ranks on one host (cuda_ipc_collectives.h)
-};
 
-const char* AlgorithmName(Algorithm a);
 // Whether the algorithm waits for its input and reports its final output through the
 // staging hooks (context.h); device buffers are streamed through host stand-ins only
 // for those, and staged whole before and after the others.
 bool Streams(Collective c, Algorithm a);
-Result<Algorithm> ParseAlgorithm(const std::string& name);
 
 struct Choice {
   Algorithm algorithm;
@@ -40,7 +29,7 @@ struct Choice {
 };
 
 struct SelectorConfig {
-  std::string forced;  // CHORUS_ALGO: "", "ring", "recursive_doubling" (or "rd"), "tree", ...
+  std::optional<Algorithm> forced;  // CHORUS_ALGO; none: the cost model chooses
   // The world (hosts x ranks), its links and the pipelining chunk (CHORUS_CHUNK_BYTES),
   // whose predictions pick the algorithm.
   CostModel model;
@@ -73,7 +62,7 @@ struct DevicePlacement {
 // measurements in docs/design/cuda_ipc.md.
 constexpr size_t kTimeSlicedStagedMaxBytes = 1 << 20;
 // The same for the stream form, where every rank stages it with signal words (bytes).
-// Behind the gate kernel (CHORUS_STAGING_SYNC=gate) the stream form stays on CUDA IPC at
+// Behind the gate kernel (CHORUS_STAGING_SYNC=kernel) the stream form stays on CUDA IPC at
 // every size: the gate's spin takes whole turns from the peer's copies.
 constexpr size_t kTimeSlicedStreamStagedMaxBytes = 256 << 10;
 

@@ -110,8 +110,6 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   algos::SelectorConfig sc;
   sc.forced = config_.algo;
   sc.model.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
-  // A bad CHORUS_ALGO fails before any connection is made.
-  if (!sc.forced.empty()) CHORUS_RETURN_IF_ERROR(algos::ParseAlgorithm(sc.forced).status());
   tuning_.chunk_bytes = static_cast<size_t>(config_.chunk_bytes);
 
   // The communicator's id, which every connection's handshake checks.
@@ -169,7 +167,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   ipc_turned_off_ = rendezvous::FormatRankList(ipc_off);
 
   executor_ = std::make_unique<Executor>(std::chrono::microseconds(config_.spin_us));
-  device_ = std::make_unique<DeviceCalls>(config_.staging_sync == "signals");
+  device_ = std::make_unique<DeviceCalls>(config_.staging_sync == StagingSync::kSignals);
   connected_ = true;
   CHORUS_INFO("communicator ready: " << Describe());
   return Status::Ok();
@@ -457,12 +455,12 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     // Loaded now, not at a first launch inside the call (kernels::cuda::LoadKernels).
     if (Status st = kernels::cuda::LoadKernels(); !st.ok()) return broken(st);
     per_device = std::make_unique<IpcDevice>();
-    per_device->state.always = config_.cuda_ipc == "always";
-    per_device->state.split_on_one_gpu = config_.cuda_ipc_one_gpu == "split";
+    per_device->state.always = config_.cuda_ipc == CudaIpcMode::kAlways;
+    per_device->state.split_on_one_gpu = config_.cuda_ipc_one_gpu == CudaIpcOneGpu::kSplit;
     per_device->state.mps = kernels::cuda::MpsEnabled();
-    per_device->state.sync.want_words = config_.cuda_ipc_sync == "words";
+    per_device->state.sync.want_words = config_.cuda_ipc_sync == CudaIpcSync::kFlags;
     per_device->state.signal_words =
-        config_.staging_sync == "signals" && kernels::cuda::SignalWords::DriverHasThem();
+        config_.staging_sync == StagingSync::kSignals && kernels::cuda::SignalWords::DriverHasThem();
   }
   void* stream = caller_stream.value_or(nullptr);
   if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow

@@ -1,6 +1,9 @@
 #include "chorus/transport_setup.h"
 
+#include <unistd.h>
+
 #include <map>
+#include <optional>
 
 #include "common/log.h"
 #include "rendezvous/net_util.h"
@@ -13,6 +16,59 @@ namespace chorus {
 namespace {
 
 using rendezvous::PeerInfo;
+
+// Each transport's options from the settings: the transports know their own options,
+// not the API's configuration.
+transport::RdmaOptions RdmaOptionsFor(const Config& config, const std::string& local_ip) {
+  transport::RdmaOptions o;
+  o.hca = config.ib_hca;
+  o.gid_index = config.ib_gid_index;
+  o.local_ip = local_ip;
+  o.timeout_ms = config.timeout_ms;
+  o.eager_bytes = static_cast<uint32_t>(config.ib_eager_bytes);
+  o.poll_us = config.ib_poll_us;
+  o.peer_timeout_ms = config.ib_peer_timeout_ms;
+  o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
+  o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
+  return o;
+}
+
+transport::TcpOptions TcpOptionsFor(const Config& config, const std::string& bind_address) {
+  transport::TcpOptions o;
+  // auto: epoll, driven by the waiting threads (tcp/engine.h).
+  o.engine = config.tcp_engine == TcpEngine::kUring ? transport::EngineKind::kUring : transport::EngineKind::kEpoll;
+  o.nsockets = config.nsocks_per_peer;
+  o.socket_bufsize = config.socket_bufsize;
+  o.stripe_min_bytes = config.stripe_min_bytes;
+  o.spin_us = config.spin_us;
+  o.bind_address = bind_address;
+  o.timeout_ms = config.timeout_ms;
+  o.early_cache_bytes = config.scratch_cache_bytes;
+  o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
+  o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
+  return o;
+}
+
+transport::ShmOptions ShmOptionsFor(const Config& config, int rank, int size, std::vector<int> local_ranks,
+                                    uint64_t comm_id) {
+  transport::ShmOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.local_ranks = std::move(local_ranks);
+  o.dir = config.shm_dir;
+  o.comm_id = comm_id;
+  switch (config.shm_single_copy) {
+    case ShmSingleCopy::kAuto: o.single_copy = transport::SingleCopy::kAuto; break;
+    case ShmSingleCopy::kOn: o.single_copy = transport::SingleCopy::kOn; break;
+    case ShmSingleCopy::kOff: o.single_copy = transport::SingleCopy::kOff; break;
+  }
+  o.timeout_ms = config.timeout_ms;
+  o.spin_us = config.spin_us;
+  o.early_cache_bytes = config.scratch_cache_bytes;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  o.crowded = cores > 0 && static_cast<long>(o.local_ranks.size()) > cores;
+  return o;
+}
 
 // The groups of ranks that share memory: same host, same pid namespace, and shared
 // memory wanted by each (CHORUS_TRANSPORT auto or shm; a host where one rank said
@@ -38,15 +94,15 @@ std::vector<std::vector<int>> ShmGroups(const std::vector<PeerInfo>& peers, std:
   return groups;
 }
 
-// Why `group` cannot share memory ("" when every rank of it made its segment).
-std::string NoShmReason(const std::vector<PeerInfo>& peers, const std::vector<int>& group,
-                        const std::vector<std::string>& offers) {
+// Why `group` cannot share memory; none when every rank of it made its segment.
+std::optional<std::string> NoShmReason(const std::vector<PeerInfo>& peers, const std::vector<int>& group,
+                                       const std::vector<std::string>& offers) {
   for (int r : group) {
     if (offers[r].rfind("ok ", 0) != 0) {
       return "rank " + std::to_string(r) + " (host " + peers[r].hostname + ") has no shared-memory segment: " + offers[r];
     }
   }
-  return "";
+  return std::nullopt;
 }
 
 // Phase 2 of shared memory, once every rank of the group made its segment: mapping.
@@ -72,25 +128,25 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   if (!addr.ok()) return addr.status();
   PeerInfo me = PeerInfo::Local(rank);
   if (!config.host_id.empty()) me.host_id = config.host_id;
-  me.shm = config.transport == "shm"    ? PeerInfo::Shm::kNeed
-           : config.transport == "auto" ? PeerInfo::Shm::kWant
-                                        : PeerInfo::Shm::kNo;
-  me.cuda_ipc_off = config.cuda_ipc == "off";
+  me.shm = config.transport == TransportMode::kShm    ? PeerInfo::Shm::kNeed
+           : config.transport == TransportMode::kAuto ? PeerInfo::Shm::kWant
+                                                      : PeerInfo::Shm::kNo;
+  me.cuda_ipc_off = config.cuda_ipc == CudaIpcMode::kOff;
   me.tcp_lanes = config.tcp_lanes;
   std::unique_ptr<transport::RdmaTransport> rdma;
-  if (config.transport != "tcp") {
-    auto r = transport::RdmaTransport::Open(rank, size, comm_id, transport::RdmaOptions::FromConfig(config, addr.value()));
+  if (config.transport != TransportMode::kTcp) {
+    auto r = transport::RdmaTransport::Open(rank, size, comm_id, RdmaOptionsFor(config, addr.value()));
     if (r.ok()) {
       rdma = std::move(r.value());
       me.rdma_address = rdma->address();
     } else {
       me.rdma_unavailable = r.status().message();
-      if (config.transport == "rdma") CHORUS_WARN("rank " << rank << ": " << r.status().message());
+      if (config.transport == TransportMode::kRdma) CHORUS_WARN("rank " << rank << ": " << r.status().message());
     }
   }
   std::unique_ptr<transport::TcpTransport> tcp;
-  if (config.transport != "rdma") {
-    auto t = transport::TcpTransport::Listen(rank, size, comm_id, transport::TcpOptions::FromConfig(config, addr.value()));
+  if (config.transport != TransportMode::kRdma) {
+    auto t = transport::TcpTransport::Listen(rank, size, comm_id, TcpOptionsFor(config, addr.value()));
     if (!t.ok()) return t.status();
     tcp = std::move(t.value());
     me.tcp_address = tcp->address();
@@ -102,14 +158,14 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   if (!all.ok()) return all.status();
   TransportSetup out;
   std::vector<std::string> rdma_addrs, hosts;
-  std::string without_rdma;
+  std::optional<std::string> without_rdma;  // the first rank without RDMA, and why
   for (int r = 0; r < size; ++r) {
     Result<PeerInfo> info = PeerInfo::Parse(all.value()[r]);
     if (!info.ok()) return info.status().WithContext("peer info of rank " + std::to_string(r));
     out.peers.push_back(info.value());
     rdma_addrs.push_back(info.value().rdma_address);
     hosts.push_back(info.value().hostname);
-    if (info.value().rdma_address.empty() && without_rdma.empty()) {
+    if (info.value().rdma_address.empty() && !without_rdma) {
       without_rdma = "rank " + std::to_string(r) + " (host " + info.value().hostname + ") " +
                      (info.value().rdma_unavailable.empty() ? "uses CHORUS_TRANSPORT=tcp"
                                                             : "has no RDMA: " + info.value().rdma_unavailable);
@@ -126,12 +182,12 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   for (const auto& g : groups) some_group |= g.size() > 1;
   const std::vector<int>& group = groups[group_of[rank]];
   std::unique_ptr<transport::ShmTransport> shm;
-  std::string shm_why;
+  std::optional<std::string> shm_why;  // why this rank's host shares no memory
   bool every_host_shm = false;
   if (some_group) {
     std::string offer = "-";
     if (group.size() > 1) {
-      auto s = transport::ShmTransport::Create(transport::ShmOptions::FromConfig(config, rank, size, group, comm_id));
+      auto s = transport::ShmTransport::Create(ShmOptionsFor(config, rank, size, group, comm_id));
       offer = s.ok() ? "ok " + s.value()->path() : s.status().message();
       if (s.ok()) shm = std::move(s.value());
     }
@@ -141,28 +197,28 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     // (the cost model's link within hosts must be the same everywhere), and whether a
     // host where some rank asked for shm (CHORUS_TRANSPORT=shm) cannot.
     every_host_shm = true;
-    std::string forced_failure;
+    std::optional<std::string> forced_failure;
     for (const std::vector<int>& g : groups) {
       if (g.size() < 2) continue;
-      const std::string why = NoShmReason(out.peers, g, offers.value());
-      if (why.empty()) continue;
+      const std::optional<std::string> why = NoShmReason(out.peers, g, offers.value());
+      if (!why) continue;
       every_host_shm = false;
       for (int q : g) {
-        if (out.peers[q].shm == PeerInfo::Shm::kNeed && forced_failure.empty()) forced_failure = why;
+        if (out.peers[q].shm == PeerInfo::Shm::kNeed && !forced_failure) forced_failure = why;
       }
     }
-    if (!forced_failure.empty()) {
+    if (forced_failure) {
       // Every rank fails alike; the store's host waits until all have read the offers.
       (void)rendezvous::Barrier(store, prefix + "shm_failed", rank, size, deadline);
-      return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=shm, but " + forced_failure);
+      return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=shm, but " + *forced_failure);
     }
     if (group.size() > 1) {
       shm_why = NoShmReason(out.peers, group, offers.value());
-      if (shm_why.empty()) {
+      if (!shm_why) {
         CHORUS_RETURN_IF_ERROR(ConnectShm(*shm, out.peers, group, offers.value()));
       } else {
         shm.reset();
-        if (rank == group[0]) CHORUS_WARN("host " << me.hostname << ": shared memory off, TCP instead: " << shm_why);
+        if (rank == group[0]) CHORUS_WARN("host " << me.hostname << ": shared memory off, TCP instead: " << *shm_why);
       }
     }
     // Every segment is mapped before any is unlinked.
@@ -178,7 +234,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   if (!need_network) {
     rdma.reset();
     tcp.reset();
-  } else if (without_rdma.empty() && rdma) {
+  } else if (!without_rdma && rdma) {
     network_choice = "rdma (every rank has a verbs device)";
     out.intra = out.inter = algos::LinkKind::kRdma;
     CHORUS_RETURN_IF_ERROR(rdma->Connect(rdma_addrs, hosts));
@@ -186,10 +242,12 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     CHORUS_RETURN_IF_ERROR(rendezvous::Barrier(store, prefix + "rdma_ready", rank, size, deadline));
     CHORUS_RETURN_IF_ERROR(rdma->Start(deadline));
     network = std::move(rdma);
-  } else if (config.transport == "rdma") {
-    return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=rdma, but " + without_rdma);
+  } else if (config.transport == TransportMode::kRdma) {
+    return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=rdma, but " +
+                       without_rdma.value_or("this rank has no RDMA transport"));
   } else {
-    network_choice = config.transport == "tcp" ? "tcp (CHORUS_TRANSPORT=tcp)" : "tcp (" + without_rdma + ")";
+    network_choice = config.transport == TransportMode::kTcp ? "tcp (CHORUS_TRANSPORT=tcp)"
+                                                             : "tcp (" + without_rdma.value_or("no RDMA transport") + ")";
     rdma.reset();
     std::vector<transport::PeerAddress> addresses;
     for (const PeerInfo& p : out.peers) {
@@ -217,7 +275,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     out.choice = shm_choice;
   } else {
     out.transport = std::move(network);
-    out.choice = network_choice + (shm_why.empty() ? "" : " (no shared memory: " + shm_why + ")");
+    out.choice = network_choice + (shm_why ? " (no shared memory: " + *shm_why + ")" : "");
   }
   CHORUS_INFO("rank " << rank << ": transport " << out.choice);
   return out;

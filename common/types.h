@@ -43,7 +43,7 @@ struct TrafficCounters {
   uint64_t device_calls_ipc = 0;
   uint64_t device_calls_staged = 0;
   // Of the CUDA IPC ones, those whose streams ordered each other with words of device
-  // memory (CHORUS_CUDA_IPC_SYNC=words) rather than interprocess events.
+  // memory (CHORUS_CUDA_IPC_SYNC=flags) rather than interprocess events.
   uint64_t device_calls_ipc_words = 0;
   // Of the staged ones, the stream-form calls staged with signal words
   // (CHORUS_STAGING_SYNC=signals) rather than behind the gate kernel.

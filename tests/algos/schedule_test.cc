@@ -137,11 +137,11 @@ TEST(SelectorTest, BroadcastTakesTheChainForManyChunks) {
   EXPECT_EQ(Selector::Create(small)->Choose(Collective::kBroadcast, 3 * (64 << 10), 4).algorithm, Algorithm::kChain);
   for (const char* forced : {"tree", "chain"}) {
     SelectorConfig f;
-    f.forced = forced;
+    f.forced = ParseAlgorithm(forced).value();
     EXPECT_STREQ(AlgorithmName(Selector::Create(f)->Choose(Collective::kBroadcast, 8 << 20, 4).algorithm), forced);
   }
   SelectorConfig chain;
-  chain.forced = "chain";
+  chain.forced = Algorithm::kChain;
   c = Selector::Create(chain)->Choose(Collective::kReduce, 8 << 20, 4);
   EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
   EXPECT_NE(c.reason.find("CHORUS_ALGO=chain does not apply to reduce"), std::string::npos) << c.reason;
@@ -158,13 +158,13 @@ TEST(SelectorTest, SmallAllGathersOnPowerOfTwoWorldsTakeRecursiveDoubling) {
   EXPECT_EQ(s.Choose(Collective::kAllGather, 4096, 6).algorithm, Algorithm::kRing);
   EXPECT_EQ(s.Choose(Collective::kReduceScatter, 4096, 4).algorithm, Algorithm::kRing);
   SelectorConfig rd;
-  rd.forced = "rd";
+  rd.forced = ParseAlgorithm("rd").value();  // the short name
   Result<Selector> forced = Selector::Create(rd);
   ASSERT_TRUE(forced.ok());
   EXPECT_EQ(forced->Choose(Collective::kAllGather, 64 << 20, 8).algorithm, Algorithm::kRecursiveDoubling);
   const Choice c = forced->Choose(Collective::kAllGather, 4096, 6);
   EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
-  EXPECT_NE(c.reason.find("CHORUS_ALGO=rd cannot run all_gather on 6 ranks"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("CHORUS_ALGO=recursive_doubling cannot run all_gather on 6 ranks"), std::string::npos) << c.reason;
   EXPECT_TRUE(Streams(Collective::kAllGather, Algorithm::kRecursiveDoubling));
   EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kRecursiveDoubling));
 }
@@ -200,7 +200,7 @@ TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
   SelectorConfig uneven;
   uneven.model.topology = Topology::FromHostIds({"a", "a", "a", "b"});
   uneven.model.intra = LinkKind::kShm;
-  uneven.forced = "hierarchical";
+  uneven.forced = Algorithm::kHierarchical;
   EXPECT_EQ(Selector::Create(uneven)->Choose(Collective::kAllReduce, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
   EXPECT_GT(uneven.model.PredictUs(Collective::kAllReduce, Algorithm::kHierarchical, 64 << 20, 4), 0);
   // One host: nothing to be hierarchical about, even forced.
@@ -208,7 +208,7 @@ TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
   one.model.topology = Topology::FromHostIds({"a", "a", "a", "a"});
   one.model.intra = LinkKind::kShm;
   EXPECT_NE(Selector::Create(one)->Choose(Collective::kAllReduce, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
-  one.forced = "hierarchical";
+  one.forced = Algorithm::kHierarchical;
   const Choice u = Selector::Create(one)->Choose(Collective::kAllReduce, 64 << 20, 4);
   EXPECT_NE(u.algorithm, Algorithm::kHierarchical) << u.reason;
   EXPECT_NE(u.reason.find("CHORUS_ALGO=hierarchical cannot run all_reduce on 1 host x 4 ranks"), std::string::npos)

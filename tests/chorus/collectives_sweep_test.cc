@@ -120,8 +120,8 @@ TEST_P(ApiSweep, EveryCollectiveAgainstTheReference) {
   const auto& [n, transport] = GetParam();
   Options o = FileInitOptions();
   Config c = o.config.value_or(Config::Process());
-  c.transport = transport == "tcp" ? "tcp" : "shm";
-  c.shm_single_copy = transport == "shm_single_copy" ? "on" : "off";
+  c.transport = transport == "tcp" ? TransportMode::kTcp : TransportMode::kShm;
+  c.shm_single_copy = transport == "shm_single_copy" ? ShmSingleCopy::kOn : ShmSingleCopy::kOff;
   o.config = c;
   MultiProcOptions mp;
   mp.timeout_seconds = 120;
@@ -130,7 +130,8 @@ TEST_P(ApiSweep, EveryCollectiveAgainstTheReference) {
            [&](int r) {
              // The transport asked for is the one in use.
              return SweepRank(r, o, [&](const std::string& d) {
-               return n == 1 || d.find(", " + c.transport) != std::string::npos ? "" : "not on " + c.transport + ": " + d;
+               const std::string want = ModeName(c.transport);
+               return n == 1 || d.find(", " + want) != std::string::npos ? "" : "not on " + want + ": " + d;
              });
            },
            mp)) {
@@ -166,7 +167,7 @@ TEST(ApiSweepInLanes, EveryCollectiveAgainstTheReference) {
            [&](int r) {
              Options mine = o;
              Config c = o.config.value_or(Config::Process());
-             c.transport = "tcp";
+             c.transport = TransportMode::kTcp;
              c.tcp_lanes = r == 1 ? 4 : 3;
              mine.config = c;
              return SweepRank(r, mine);
@@ -197,7 +198,7 @@ TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) {
            [&](int r) {
              Options mine = o;
              Config c = o.config.value_or(Config::Process());
-             c.transport = "auto";
+             c.transport = TransportMode::kAuto;
              c.host_id = "host" + std::to_string(hosts[r]);
              mine.config = c;
              const int local = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[r]));

@@ -17,9 +17,10 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   Result<Config> c = Config::FromEnv(MapEnv({}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->timeout_ms, 30 * 60 * 1000);
-  EXPECT_EQ(c->tcp_engine, "auto");
+  EXPECT_EQ(c->tcp_engine, TcpEngine::kAuto);
   EXPECT_EQ(c->nsocks_per_peer, 2);
-  EXPECT_EQ(c->cuda_ipc, "auto");
+  EXPECT_EQ(c->cuda_ipc, CudaIpcMode::kAuto);
+  EXPECT_FALSE(c->algo.has_value());
 }
 
 TEST(Config, ReadsEveryVariable) {
@@ -39,15 +40,15 @@ TEST(Config, ReadsEveryVariable) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->timeout_ms, 90000);
   EXPECT_EQ(c->connect_timeout_ms, 5000);
-  EXPECT_EQ(c->tcp_engine, "epoll");
+  EXPECT_EQ(c->tcp_engine, TcpEngine::kEpoll);
   EXPECT_EQ(c->nsocks_per_peer, 4);
   EXPECT_EQ(c->socket_bufsize, 8 << 20);
   EXPECT_EQ(c->stripe_min_bytes, 64 << 10);
   EXPECT_EQ(c->chunk_bytes, 1 << 20);
   EXPECT_EQ(c->scratch_cache_bytes, 0);
   EXPECT_EQ(c->socket_ifname, "^docker,lo");
-  EXPECT_EQ(c->algo, "ring");
-  EXPECT_EQ(c->cuda_ipc, "off");
+  EXPECT_EQ(c->algo, algos::Algorithm::kRing);
+  EXPECT_EQ(c->cuda_ipc, CudaIpcMode::kOff);
   EXPECT_EQ(c->early_pause_bytes, 8 << 20);
   EXPECT_EQ(c->early_resume_bytes, 2 << 20);
 }
@@ -60,37 +61,81 @@ void ExpectBad(const std::string& name, const std::string& value) {
 }
 
 TEST(Config, CudaIpcTakesAutoOffAndAlways) {
-  for (const char* v : {"auto", "off", "always", "ALWAYS"}) {
-    Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC", v}}));
-    ASSERT_TRUE(c.ok()) << v << ": " << c.status().ToString();
-    std::string want = v;
-    for (char& ch : want) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    EXPECT_EQ(c->cuda_ipc, want);
+  for (auto [text, want] : {std::pair<const char*, CudaIpcMode>{"auto", CudaIpcMode::kAuto},
+                            {"off", CudaIpcMode::kOff},
+                            {"always", CudaIpcMode::kAlways},
+                            {"ALWAYS", CudaIpcMode::kAlways}}) {
+    Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC", text}}));
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status().ToString();
+    EXPECT_EQ(c->cuda_ipc, want) << text;
+    EXPECT_STREQ(ModeName(c->cuda_ipc), std::string(text) == "ALWAYS" ? "always" : text);
   }
 }
 
 TEST(Config, OneGpuAllReduceTakesLeaderOrSplit) {
-  EXPECT_EQ(Config::FromEnv(MapEnv({}))->cuda_ipc_one_gpu, "leader");
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->cuda_ipc_one_gpu, CudaIpcOneGpu::kLeader);
   Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC_ONE_GPU", "split"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->cuda_ipc_one_gpu, "split");
+  EXPECT_EQ(c->cuda_ipc_one_gpu, CudaIpcOneGpu::kSplit);
   ExpectBad("CHORUS_CUDA_IPC_ONE_GPU", "both");
 }
 
-TEST(Config, CudaIpcSyncTakesWordsOrEvents) {
-  EXPECT_EQ(Config::FromEnv(MapEnv({}))->cuda_ipc_sync, "words");
+TEST(Config, CudaIpcSyncTakesFlagsOrEvents) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->cuda_ipc_sync, CudaIpcSync::kFlags);
   Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC_SYNC", "events"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->cuda_ipc_sync, "events");
-  ExpectBad("CHORUS_CUDA_IPC_SYNC", "flags");
+  EXPECT_EQ(c->cuda_ipc_sync, CudaIpcSync::kEvents);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC_SYNC", "flags"}}))->cuda_ipc_sync, CudaIpcSync::kFlags);
+  // The old name of flags still works (with a warning).
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_CUDA_IPC_SYNC", "words"}}))->cuda_ipc_sync, CudaIpcSync::kFlags);
+  ExpectBad("CHORUS_CUDA_IPC_SYNC", "semaphores");
 }
 
-TEST(Config, StagingSyncTakesGateOrSignals) {
-  EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_sync, "signals");
-  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_STAGING_SYNC", "gate"}}));
+TEST(Config, StagingSyncTakesSignalsOrKernel) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->staging_sync, StagingSync::kSignals);
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_STAGING_SYNC", "kernel"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->staging_sync, "gate");
+  EXPECT_EQ(c->staging_sync, StagingSync::kKernel);
+  // The old name of kernel still works (with a warning).
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_STAGING_SYNC", "gate"}}))->staging_sync, StagingSync::kKernel);
   ExpectBad("CHORUS_STAGING_SYNC", "spin");
+}
+
+TEST(Config, ABadModeNamesTheVariableTheValueAndTheAllowedValues) {
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_TRANSPORT", "infiniband"}}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "CHORUS_TRANSPORT='infiniband' is not allowed; allowed: auto, shm, tcp, rdma");
+  Result<Config> a = Config::FromEnv(MapEnv({{"CHORUS_ALGO", "butterfly"}}));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("CHORUS_ALGO='butterfly'"), std::string::npos) << a.status().message();
+  EXPECT_NE(a.status().message().find("recursive_doubling"), std::string::npos) << a.status().message();
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"CHORUS_ALGO", "RD"}}))->algo, algos::Algorithm::kRecursiveDoubling);
+}
+
+// The table lists what the parser reads: each variable but a text one, set to a bad
+// value, is refused naming it; each default, read back, is the default; a value set
+// shows in its row.
+TEST(Config, TheSettingsTableDescribesWhatTheParserReads) {
+  const std::vector<SettingRow> rows = Settings();
+  ASSERT_GT(rows.size(), 20u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SettingRow& row = rows[i];
+    SCOPED_TRACE(row.name);
+    EXPECT_FALSE(row.meaning.empty());
+    EXPECT_FALSE(row.allowed.empty());
+    if (row.name == "CHORUS_DEBUG") continue;  // the log reads it, not Config
+    if (row.type != "text") ExpectBad(row.name, "not-a-value");
+    if (row.default_value.front() == '(') continue;  // described, not a value
+    Result<Config> c = Config::FromEnv(MapEnv({{row.name, row.default_value}}));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(Settings(c.value())[i].default_value, row.default_value);
+  }
+  Result<Config> set = Config::FromEnv(MapEnv({{"CHORUS_CHUNK_BYTES", "1M"}, {"CHORUS_STAGING_SYNC", "kernel"}}));
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  for (const SettingRow& row : Settings(set.value())) {
+    if (row.name == "CHORUS_CHUNK_BYTES") EXPECT_EQ(row.default_value, "1M");
+    if (row.name == "CHORUS_STAGING_SYNC") EXPECT_EQ(row.default_value, "kernel");
+  }
 }
 
 TEST(Config, StagingWindowIsBytesZeroOrAtLeast4K) {
@@ -138,13 +183,13 @@ TEST(Config, ReadsTheRdmaVariables) {
                                              {"CHORUS_IB_POLL_US", "200"},
                                              {"CHORUS_IB_PEER_TIMEOUT", "30"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->transport, "rdma");
+  EXPECT_EQ(c->transport, TransportMode::kRdma);
   EXPECT_EQ(c->ib_hca, "mlx5_0:1");
   EXPECT_EQ(c->ib_gid_index, 3);
   EXPECT_EQ(c->ib_eager_bytes, 16 << 10);
   EXPECT_EQ(c->ib_poll_us, 200);
   EXPECT_EQ(c->ib_peer_timeout_ms, 30000);
-  EXPECT_EQ(Config::FromEnv(MapEnv({}))->transport, "auto");
+  EXPECT_EQ(Config::FromEnv(MapEnv({}))->transport, TransportMode::kAuto);
 }
 
 TEST(Env, ByteSizes) {

@@ -66,25 +66,25 @@ std::pair<bool, std::string> GpuProbe() {
 // "always": these ranks share one GPU, where "auto" stages calls up to 1 MiB after the
 // first (SmallCallsOfRanksSharingAGpuWithoutMpsAreStaged); the tests of CUDA IPC want
 // it at every size.
-Options TestOptions(const std::string& cuda_ipc = "always") {
+Options TestOptions(CudaIpcMode cuda_ipc = CudaIpcMode::kAlways) {
   Options o = testing::FileInitOptions(60000, 30000);
   o.config->cuda_ipc = cuda_ipc;
   return o;
 }
 
 // How staged stream-form calls hold the caller's stream (CHORUS_STAGING_SYNC):
-// "signals" (the default: every CUDA operation enqueued at the call) or "gate" (behind
-// the gate kernel).
-Options WithSync(Options o, const std::string& sync) {
+// signals (the default: every CUDA operation enqueued at the call) or a kernel holding
+// the stream.
+Options WithSync(Options o, StagingSync sync) {
   o.config->staging_sync = sync;
   return o;
 }
-Options WithSignals(Options o) { return WithSync(std::move(o), "signals"); }
+Options WithSignals(Options o) { return WithSync(std::move(o), StagingSync::kSignals); }
 
 // CUDA IPC calls order the ranks' streams with interprocess events
 // (CHORUS_CUDA_IPC_SYNC=events) instead of words, the default.
 Options WithEvents(Options o) {
-  o.config->cuda_ipc_sync = "events";
+  o.config->cuda_ipc_sync = CudaIpcSync::kEvents;
   return o;
 }
 
@@ -98,7 +98,7 @@ Status CheckSignalled(const Communicator& comm) {
 
 // The two ways a stream-form collective runs when every rank is on this host.
 enum class Path { kCudaIpc, kStaged };
-const char* IpcSetting(Path p) { return p == Path::kCudaIpc ? "always" : "off"; }
+CudaIpcMode IpcSetting(Path p) { return p == Path::kCudaIpc ? CudaIpcMode::kAlways : CudaIpcMode::kOff; }
 
 // The device-buffer collectives took `path` (in-place all_to_all always stages: CUDA IPC
 // declines it).
@@ -114,7 +114,7 @@ Status CheckPath(const Communicator& comm, Path path) {
 
 // Whether this rank asks for words to order the ranks' streams in CUDA IPC calls and
 // its driver has them (algos/cuda_ipc_sync.h).
-bool WantsWords(const Options& o) { return o.config->cuda_ipc_sync == "words" && cu::SignalWords::DriverHasThem(); }
+bool WantsWords(const Options& o) { return o.config->cuda_ipc_sync == CudaIpcSync::kFlags && cu::SignalWords::DriverHasThem(); }
 
 // Every CUDA IPC call of this communicator ordered the streams with words (`words`), or
 // every one with interprocess events.
@@ -138,7 +138,7 @@ int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64
   }
   RANK_OK(CheckPath(**comm, path));
   if (path == Path::kCudaIpc) RANK_OK(CheckIpcSync(**comm, WantsWords(o)));
-  if (o.config->staging_sync == "signals" && stream_form) RANK_OK(CheckSignalled(**comm));
+  if (o.config->staging_sync == StagingSync::kSignals && stream_form) RANK_OK(CheckSignalled(**comm));
   RANK_OK((*comm)->Shutdown());
   return 0;
 }
@@ -167,13 +167,13 @@ TEST(DeviceApiTest, StreamFormCudaIpcWithEvents) {
 // The path ranks on different hosts take (device -> host -> TCP -> host -> device).
 TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
   SKIP_WITHOUT_GPU();
-  const Options o2 = TestOptions("off"), o3 = TestOptions("off");
+  const Options o2 = TestOptions(CudaIpcMode::kOff), o3 = TestOptions(CudaIpcMode::kOff);
   ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o2, r, 2, true, 15, Path::kStaged); }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o3, r, 3, true, 16, Path::kStaged); }, {120, {}}));
 }
 
 // Staged in windows of 16 KiB: a large all_reduce, broadcast or reduce runs as several
-// collectives behind one gate (CHORUS_STAGING_SYNC=gate), through pinned stand-ins of
+// collectives behind one gate (CHORUS_STAGING_SYNC=kernel), through pinned stand-ins of
 // the window's size (every collective in turn, then calls chained on one stream: one
 // gate after another). Not smaller: on the H100, 4 KiB windows took 46 s, two processes
 // taking turns on the GPU. Not with signal words: each window's copies wait on the
@@ -182,7 +182,7 @@ TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
 int ChainedAllReduces(const Options& o, int rank, int n);
 TEST(DeviceApiTest, StagedInSmallWindows) {
   SKIP_WITHOUT_GPU();
-  Options o = WithSync(TestOptions("off"), "gate"), chained = WithSync(TestOptions("off"), "gate");
+  Options o = WithSync(TestOptions(CudaIpcMode::kOff), StagingSync::kKernel), chained = WithSync(TestOptions(CudaIpcMode::kOff), StagingSync::kKernel);
   o.config->staging_window_bytes = 16 << 10;
   chained.config->staging_window_bytes = 16 << 10;
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 31, Path::kStaged); }, {120, {}}));
@@ -198,7 +198,7 @@ TEST(DeviceApiTest, OneRankWithCudaIpcOffMakesEveryRankStage) {
       2,
       [&](int r) {
         Options mine = o;
-        mine.config->cuda_ipc = r == 0 ? "off" : "auto";
+        mine.config->cuda_ipc = r == 0 ? CudaIpcMode::kOff : CudaIpcMode::kAuto;
         return RotatingOnDevice(mine, r, 2, true, 18, Path::kStaged);
       },
       {120, {}}));
@@ -214,7 +214,7 @@ TEST(DeviceApiTest, HostFormWithDevicePointersTwoAndThreeRanksCudaIpc) {
 
 TEST(DeviceApiTest, HostFormWithDevicePointersStaged) {
   SKIP_WITHOUT_GPU();
-  const Options o = TestOptions("off");
+  const Options o = TestOptions(CudaIpcMode::kOff);
   ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, false, 17, Path::kStaged); }, {120, {}}));
 }
 
@@ -259,8 +259,8 @@ int ChainedAllReduces(const Options& o, int rank, int n) {
     RANK_CHECK(got[i] == want[rank][i], "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " +
                                             std::to_string(want[rank][i]));
   }
-  RANK_OK(CheckPath(**comm, o.config->cuda_ipc == "off" ? Path::kStaged : Path::kCudaIpc));
-  if (o.config->cuda_ipc != "off") {  // the same buffers every time: no call may decline
+  RANK_OK(CheckPath(**comm, o.config->cuda_ipc == CudaIpcMode::kOff ? Path::kStaged : Path::kCudaIpc));
+  if (o.config->cuda_ipc != CudaIpcMode::kOff) {  // the same buffers every time: no call may decline
     const uint64_t ipc = (*comm)->Counters().device_calls_ipc;
     RANK_CHECK(ipc == iters, std::to_string(ipc) + " of " + std::to_string(iters) + " calls went through CUDA IPC");
     RANK_OK(CheckIpcSync(**comm, WantsWords(o)));
@@ -328,7 +328,7 @@ TEST(DeviceApiTest, CallsOnTwoStreamsWaitForTheirOwnSignals) {
   ExpectAllOk(RunRanks(2, [&](int r) { return CallsOnTwoStreams(o, r, 2, true); }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) { return CallsOnTwoStreams(o, r, 3, true); }, {120, {}}));
   Options split = TestOptions();
-  split.config->cuda_ipc_one_gpu = "split";  // MID too
+  split.config->cuda_ipc_one_gpu = CudaIpcOneGpu::kSplit;  // MID too
   ExpectAllOk(RunRanks(2, [&](int r) { return CallsOnTwoStreams(split, r, 2, true); }, {120, {}}));
 }
 
@@ -340,7 +340,7 @@ TEST(DeviceApiTest, OneRankAskingForEventsMakesEveryRankUseThem) {
       2,
       [&](int r) {
         Options mine = o;
-        if (r == 1) mine.config->cuda_ipc_sync = "events";
+        if (r == 1) mine.config->cuda_ipc_sync = CudaIpcSync::kEvents;
         return CallsOnTwoStreams(mine, r, 2, false);
       },
       {120, {}}));
@@ -364,7 +364,7 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
   Result<cu::Stream> stream = cu::Stream::Create();
   RANK_OK(stream.status());
   const bool mps = cu::MpsEnabled();
-  const bool signals = o.config->staging_sync == "signals" && cu::SignalWords::DriverHasThem();
+  const bool signals = o.config->staging_sync == StagingSync::kSignals && cu::SignalWords::DriverHasThem();
   const bool words = WantsWords(o);
   // (count, stream form, staged when time-sliced)
   const std::vector<std::tuple<size_t, bool, bool>> calls = {
@@ -392,7 +392,7 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
     const TrafficCounters c = (*comm)->Counters();
     RANK_CHECK(c.device_calls_ipc == want_ipc && c.device_calls_staged == want_staged,
                "after call " + std::to_string(k + 1) + " (MPS " + std::to_string(mps) + ", " +
-                   o.config->staging_sync + ", words " + std::to_string(words) + "): ipc " +
+                   ModeName(o.config->staging_sync) + ", words " + std::to_string(words) + "): ipc " +
                    std::to_string(c.device_calls_ipc) + ", staged " +
                    std::to_string(c.device_calls_staged) + "; want ipc " + std::to_string(want_ipc) + ", staged " +
                    std::to_string(want_staged));
@@ -403,7 +403,7 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
 
 TEST(DeviceApiTest, SmallCallsOfRanksSharingAGpuWithEventsWithoutMpsAreStaged) {
   SKIP_WITHOUT_GPU();
-  const Options o = WithEvents(TestOptions("auto"));  // signal words, the default
+  const Options o = WithEvents(TestOptions(CudaIpcMode::kAuto));  // signal words, the default
   ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
 }
 
@@ -411,14 +411,14 @@ TEST(DeviceApiTest, SmallCallsOfRanksSharingAGpuWithEventsWithoutMpsAreStaged) {
 // would spin through the peer's turns).
 TEST(DeviceApiTest, SmallStreamCallsBehindTheGateKeepCudaIpcOnASharedGpu) {
   SKIP_WITHOUT_GPU();
-  const Options o = WithEvents(WithSync(TestOptions("auto"), "gate"));
+  const Options o = WithEvents(WithSync(TestOptions(CudaIpcMode::kAuto), StagingSync::kKernel));
   ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
 }
 
 // With words (the default) ranks sharing a GPU keep CUDA IPC for calls of every size.
 TEST(DeviceApiTest, CallsOfRanksSharingAGpuWithWordsKeepCudaIpc) {
   SKIP_WITHOUT_GPU();
-  const Options o = TestOptions("auto");
+  const Options o = TestOptions(CudaIpcMode::kAuto);
   ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
 }
 
@@ -430,28 +430,28 @@ TEST(DeviceApiTest, SplitAllReduceOnOneGpuWhenAnyRankAsks) {
   const Options o2 = TestOptions(), o3 = TestOptions();
   ExpectAllOk(RunRanks(2, [&](int r) {
     Options mine = o2;
-    if (r == 1) mine.config->cuda_ipc_one_gpu = "split";
+    if (r == 1) mine.config->cuda_ipc_one_gpu = CudaIpcOneGpu::kSplit;
     return RotatingOnDevice(mine, r, 2, true, 23, Path::kCudaIpc);
   }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) {
     Options mine = o3;
-    if (r == 0) mine.config->cuda_ipc_one_gpu = "split";
+    if (r == 0) mine.config->cuda_ipc_one_gpu = CudaIpcOneGpu::kSplit;
     return ChainedAllReduces(mine, r, 3);
   }, {120, {}}));
 }
 
 TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
   SKIP_WITHOUT_GPU();
-  const Options o = TestOptions("off");
+  const Options o = TestOptions(CudaIpcMode::kOff);
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
 
-// The staged path with the gate kernel (CHORUS_STAGING_SYNC=gate; the default, signal
+// The staged path with the gate kernel (CHORUS_STAGING_SYNC=kernel; the default, signal
 // words, runs in the tests above): every collective (2 and 3 ranks) and calls chained
 // on one stream (StagedInSmallWindows runs it in windows).
 TEST(DeviceApiTest, StagedWithTheGate) {
   SKIP_WITHOUT_GPU();
-  const Options o = WithSync(TestOptions("off"), "gate");
+  const Options o = WithSync(TestOptions(CudaIpcMode::kOff), StagingSync::kKernel);
   ExpectAllOk(RunRanks(2, [&](int r) { return RotatingOnDevice(o, r, 2, true, 41, Path::kStaged); }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 42, Path::kStaged); }, {120, {}}));
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
@@ -461,7 +461,7 @@ TEST(DeviceApiTest, StagedWithTheGate) {
 // a call, each its own words and CHAIN step (not 16 KiB: see StagedInSmallWindows).
 TEST(DeviceApiTest, SignalWordsInWindows) {
   SKIP_WITHOUT_GPU();
-  Options o = WithSignals(TestOptions("off"));
+  Options o = WithSignals(TestOptions(CudaIpcMode::kOff));
   o.config->staging_window_bytes = 256 << 10;
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
@@ -474,7 +474,7 @@ TEST(DeviceApiTest, SignalWordsInWindows) {
 // stream waiting, when rank 0 launches the test's own kernel for the first time.
 TEST(DeviceApiTest, SignalWordsLetAKernelsFirstLaunchThroughDuringAStagedCall) {
   SKIP_WITHOUT_GPU();
-  Options o = WithSignals(TestOptions("off"));
+  Options o = WithSignals(TestOptions(CudaIpcMode::kOff));
   o.config->timeout_ms = 20000;  // the gate kernel would hold rank 0 this long, then fail the call
   ExpectAllOk(RunRanks(2, [&](int rank) {
     if (!cu::LazyLoading()) {
@@ -526,7 +526,7 @@ class StreamOrderTest : public ::testing::TestWithParam<std::tuple<Path, bool, b
 TEST_P(StreamOrderTest, BeforeAndAfter) {
   SKIP_WITHOUT_GPU();
   const auto [path, legacy, signals] = GetParam();
-  const Options o = WithSync(TestOptions(IpcSetting(path)), signals ? "signals" : "gate");
+  const Options o = WithSync(TestOptions(IpcSetting(path)), signals ? StagingSync::kSignals : StagingSync::kKernel);
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());

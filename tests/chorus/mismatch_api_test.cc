@@ -156,7 +156,7 @@ TEST(MismatchApiConfig, RanksForcingDifferentAlgorithms) {
     o.init_method = rdv;
     Config c = Config::Process();
     c.timeout_ms = kTimeoutMs;
-    c.algo = rank == 0 ? "ring" : "recursive_doubling";
+    c.algo = rank == 0 ? algos::Algorithm::kRing : algos::Algorithm::kRecursiveDoubling;
     o.config = c;
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());

@@ -24,7 +24,7 @@ uint8_t Pattern(int from, int to, size_t i) { return static_cast<uint8_t>(i * 13
 
 Options FileInit(const std::string& engine) {
   Options o = testing::FileInitOptions(30000, 30000);
-  o.config->tcp_engine = engine;
+  o.config->tcp_engine = engine == "uring" ? TcpEngine::kUring : TcpEngine::kEpoll;
   return o;
 }
 

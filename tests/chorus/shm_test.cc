@@ -45,7 +45,8 @@ class ShmDir {
   std::string path_;
 };
 
-Options ShmOptions(const std::string& dir, const std::string& transport = "shm", const std::string& single = "auto") {
+Options ShmOptions(const std::string& dir, TransportMode transport = TransportMode::kShm,
+                   ShmSingleCopy single = ShmSingleCopy::kAuto) {
   Options o = FileInitOptions(/*timeout_ms=*/60000, /*connect_timeout_ms=*/20000);
   Config c = o.config.value_or(Config::Process());
   c.transport = transport;
@@ -62,7 +63,7 @@ class ShmKill : public ::testing::TestWithParam<std::string> {};
 TEST_P(ShmKill, RankKilledMidAllReduceIsNamedByEveryRankAndLeavesNoSegment) {
   ShmDir dir;
   ASSERT_FALSE(dir.path().empty());
-  const Options o = ShmOptions(dir.path(), "shm", GetParam());
+  const Options o = ShmOptions(dir.path(), TransportMode::kShm, GetParam() == "on" ? ShmSingleCopy::kOn : ShmSingleCopy::kOff);
   const auto start = std::chrono::steady_clock::now();
   auto exits = RunRanks(
       3,
@@ -122,7 +123,7 @@ class SmallShm : public ::testing::Test {
 };
 
 TEST_F(SmallShm, FallsBackToTcpSayingWhy) {
-  const Options o = ShmOptions(dir_.path(), "auto");
+  const Options o = ShmOptions(dir_.path(), TransportMode::kAuto);
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
@@ -136,7 +137,7 @@ TEST_F(SmallShm, FallsBackToTcpSayingWhy) {
 }
 
 TEST_F(SmallShm, ForcedSharedMemoryFailsNamingTheDirectory) {
-  const Options o = ShmOptions(dir_.path(), "shm");
+  const Options o = ShmOptions(dir_.path(), TransportMode::kShm);
   const std::string dir = dir_.path();
   ExpectAllOk(RunRanks(2, [&](int /*rank*/) {
     auto comm = Communicator::Create(o);
@@ -151,7 +152,7 @@ TEST_F(SmallShm, ForcedSharedMemoryFailsNamingTheDirectory) {
 // Two ranks that say they are on two hosts (as two namespaces or machines do) share no
 // memory, though they could: the communicator is TCP alone.
 TEST(Shm, HostsToldApartShareNoMemory) {
-  const Options o = ShmOptions("/dev/shm", "auto");
+  const Options o = ShmOptions("/dev/shm", TransportMode::kAuto);
   ExpectAllOk(RunRanks(2, [&](int rank) {
     Options mine = o;
     Config c = *o.config;

@@ -13,7 +13,7 @@ Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOpt
   std::vector<PeerAddress> addrs;
   for (int r = 0; r < n; ++r) {
     TcpOptions opts;
-    opts.engine = o.engine;
+    opts.engine = o.engine == "uring" ? EngineKind::kUring : EngineKind::kEpoll;
     opts.nsockets = o.nsockets;
     opts.stripe_min_bytes = o.stripe_min_bytes;
     opts.timeout_ms = o.timeout_ms;

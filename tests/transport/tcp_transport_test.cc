@@ -20,7 +20,7 @@ Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::
 // streamed message is cut in three parts).
 class TcpTransportTest : public ::testing::TestWithParam<std::string> {
  protected:
-  std::string Engine() const { return GetParam() == "epoll_lanes" ? "epoll" : GetParam(); }
+  EngineKind Engine() const { return GetParam() == "uring" ? EngineKind::kUring : EngineKind::kEpoll; }
   int Lanes() const { return GetParam() == "epoll_lanes" ? 3 : 1; }
   uint64_t Tag() const { return GetParam() == "epoll_lanes" ? (uint64_t{1} << 63) | 1 : 1; }
 };

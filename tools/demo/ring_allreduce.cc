@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ring_allreduce: %s\n", chorus::Config::ProcessConfigStatus().ToString().c_str());
     return 1;
   }
-  if (config.algo.empty()) config.algo = "ring";  // the demo shows the ring, unless told otherwise
+  if (!config.algo) config.algo = chorus::algos::Algorithm::kRing;  // the demo shows the ring, unless told otherwise
   options.config = config;
   auto created = chorus::Communicator::Create(options);
   if (!created.ok()) {

@@ -25,7 +25,7 @@
 #                     (its defaults: every copy enqueued at the call behind signal words,
 #                     a TCP lane per core of each rank, at most 8)
 #        chorus_tcp_lanes1  the same over one TCP lane (CHORUS_TCP_LANES=1)
-#        chorus_tcp_gate    the same with the gate kernel (CHORUS_STAGING_SYNC=gate)
+#        chorus_tcp_gate    the same with the gate kernel (CHORUS_STAGING_SYNC=kernel)
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
 #      device calls in stream order, one stream wait a loop, as nccl-tests times NCCL
@@ -242,7 +242,7 @@ else
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 perf_flags=--blocking perf_run chorus_ipc_blocking chorus required CHORUS_CUDA_IPC=always
-perf_run chorus_tcp_gate chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=gate
+perf_run chorus_tcp_gate chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC=kernel
 # The defaults (the footer says which way the calls went).
 perf_run chorus_auto chorus required
 # What the staged path's wire gives: the same sweep on host buffers (no GPU copies),

@@ -40,12 +40,16 @@ class ChorusBackend : public Backend {
     }
     CHORUS_RETURN_IF_ERROR(Config::ProcessConfigStatus());
     Config config = Config::Process();  // CHORUS_ALGO, CHORUS_NSOCKS_PERPEER, ... as the user set them
-    if (!o.algo.empty() && o.algo != "auto") config.algo = o.algo;
+    if (!o.algo.empty() && o.algo != "auto") {
+      Result<algos::Algorithm> forced = algos::ParseAlgorithm(o.algo);
+      if (!forced.ok()) return forced.status().WithContext("chorus_perf --algo (set as CHORUS_ALGO)");
+      config.algo = forced.value();
+    }
     if (!o.socket_ifname.empty()) config.socket_ifname = o.socket_ifname;
     const int64_t timeout_ms = std::max<int64_t>(1, o.timeout.count());
     config.timeout_ms = timeout_ms;
     config.connect_timeout_ms = std::min(config.connect_timeout_ms, timeout_ms);
-    algo_ = config.algo.empty() ? "auto (cost model)" : config.algo;
+    algo_ = config.algo ? algos::AlgorithmName(*config.algo) : "auto (cost model)";
     stream_order_ = o.stream_order;
 
     Options options;

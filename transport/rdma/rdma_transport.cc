@@ -57,20 +57,6 @@ Result<QpAddress> DecodeAddress(const std::string& text, int owner, int me, int 
 
 }  // namespace
 
-RdmaOptions RdmaOptions::FromConfig(const Config& config, const std::string& local_ip) {
-  RdmaOptions o;
-  o.hca = config.ib_hca;
-  o.gid_index = config.ib_gid_index;
-  o.local_ip = local_ip;
-  o.timeout_ms = config.timeout_ms;
-  o.eager_bytes = static_cast<uint32_t>(config.ib_eager_bytes);
-  o.poll_us = config.ib_poll_us;
-  o.peer_timeout_ms = config.ib_peer_timeout_ms;
-  o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
-  o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
-  return o;
-}
-
 RdmaTransport::RdmaTransport(int rank, int size) : rank_(rank), size_(size) {}
 RdmaTransport::~RdmaTransport() = default;
 

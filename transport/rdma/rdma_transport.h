@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "chorus/config.h"
 #include "common/deadline.h"
 #include "common/status.h"
 #include "transport/early_hold.h"
@@ -36,8 +35,6 @@ struct RdmaOptions {
   int64_t peer_timeout_ms = 10000;  // a silent peer we wait for fails after this (CHORUS_IB_PEER_TIMEOUT)
   uint64_t pause_above = kDefaultPauseAbove;  // early EAGER bytes held from one peer before it must send by RTS
   uint64_t resume_below = kDefaultResumeBelow;
-
-  static RdmaOptions FromConfig(const Config& config, const std::string& local_ip);
 };
 
 class RdmaTransport final : public Transport {

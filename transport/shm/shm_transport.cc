@@ -44,23 +44,6 @@ inline void CpuRelax() {
 
 }  // namespace
 
-ShmOptions ShmOptions::FromConfig(const Config& c, int rank, int size, std::vector<int> local_ranks,
-                                  uint64_t comm_id) {
-  ShmOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.local_ranks = std::move(local_ranks);
-  o.dir = c.shm_dir;
-  o.comm_id = comm_id;
-  o.single_copy = c.shm_single_copy == "on" ? SingleCopy::kOn : c.shm_single_copy == "off" ? SingleCopy::kOff : SingleCopy::kAuto;
-  o.timeout_ms = c.timeout_ms;
-  o.spin_us = c.spin_us;
-  o.early_cache_bytes = c.scratch_cache_bytes;
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  o.crowded = cores > 0 && static_cast<long>(o.local_ranks.size()) > cores;
-  return o;
-}
-
 // ---- TagQueues ----
 
 ShmTransport::TagQueue& ShmTransport::TagQueues::Get(uint64_t tag) {

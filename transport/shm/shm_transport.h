@@ -31,7 +31,6 @@
 #include <vector>
 
 #include "common/buffer_cache.h"
-#include "chorus/config.h"
 #include "common/unique_fd.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"
@@ -65,8 +64,6 @@ struct ShmOptions {
   int64_t spin_us = 100;
   bool crowded = false;           // more ranks than cores here: yield while polling
   int64_t early_cache_bytes = 0;  // buffers of early messages kept for reuse
-
-  static ShmOptions FromConfig(const Config& c, int rank, int size, std::vector<int> local_ranks, uint64_t comm_id);
 };
 
 class ShmTransport final : public Transport, public RequestDriver {

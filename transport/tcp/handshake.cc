@@ -1,5 +1,6 @@
 #include "transport/tcp/handshake.h"
 
+#include <optional>
 #include <sstream>
 
 #include "transport/tcp/socket_util.h"
@@ -14,8 +15,8 @@ std::string Hex(uint64_t v) {
   return os.str();
 }
 
-// Why a Hello is unacceptable to `self`, or "" when it is fine.
-std::string CheckHello(const Hello& h, const Identity& self, const std::vector<std::vector<bool>>& have) {
+// Why a Hello is unacceptable to `self`; none when it is fine.
+std::optional<std::string> CheckHello(const Hello& h, const Identity& self, const std::vector<std::vector<bool>>& have) {
   std::string me = "rank " + std::to_string(self.rank);
   std::string them = "rank " + std::to_string(h.sender);
   if (h.comm_id != self.comm_id) {
@@ -44,7 +45,7 @@ std::string CheckHello(const Hello& h, const Identity& self, const std::vector<s
   if (have[h.sender][h.socket_index]) {
     return "duplicate connection: " + them + " socket " + std::to_string(h.socket_index) + " is already connected";
   }
-  return "";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -91,15 +92,15 @@ Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std
   CHORUS_RETURN_IF_ERROR(RecvAll(fd, in, sizeof(in), deadline, what));
   Result<Hello> h = DecodeHello(in);
   if (!h.ok()) return h.status().WithContext(what);
-  std::string reason = CheckHello(h.value(), self, have);
+  const std::optional<std::string> refused = CheckHello(h.value(), self, have);
   Reply r;
-  r.accept = reason.empty();
+  r.accept = !refused;
   r.comm_id = self.comm_id;
   r.acceptor = self.rank;
   r.connector = h->sender;
   r.world_size = self.size;
   r.nsockets = self.nsockets;
-  r.reason = reason.substr(0, kMaxReasonLen);
+  if (refused) r.reason = refused->substr(0, kMaxReasonLen);
   uint8_t out[kReplySize];
   EncodeReply(r, out);
   std::string msg(reinterpret_cast<char*>(out), sizeof(out));
@@ -108,7 +109,7 @@ Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std
   if (!r.accept) {
     bool comm = h->comm_id != self.comm_id;
     return Status(comm ? StatusCode::kMismatch : StatusCode::kProtocolError,
-                  "rank " + std::to_string(self.rank) + " refused a connection: " + reason);
+                  "rank " + std::to_string(self.rank) + " refused a connection: " + *refused);
   }
   return AcceptedSocket{h->sender, h->socket_index};
 }

@@ -29,21 +29,6 @@ int AutoLanes(int host_cores, int ranks_on_host) {
   return std::clamp(std::max(1, host_cores) / std::max(1, ranks_on_host), 1, kMaxLanes);
 }
 
-TcpOptions TcpOptions::FromConfig(const Config& config, const std::string& bind_address) {
-  TcpOptions o;
-  o.engine = config.tcp_engine;
-  o.nsockets = config.nsocks_per_peer;
-  o.socket_bufsize = config.socket_bufsize;
-  o.stripe_min_bytes = config.stripe_min_bytes;
-  o.spin_us = config.spin_us;
-  o.bind_address = bind_address;
-  o.timeout_ms = config.timeout_ms;
-  o.early_cache_bytes = config.scratch_cache_bytes;
-  o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
-  o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
-  return o;
-}
-
 TcpTransport::TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts)
     : rank_(rank), size_(size), comm_id_(comm_id), opts_(std::move(opts)) {}
 
@@ -59,16 +44,10 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
                            " sockets per peer requested (CHORUS_NSOCKS_PERPEER); allowed 1..64");
   }
   std::unique_ptr<TcpTransport> t(new TcpTransport(rank, size, comm_id, opts));
-  if (opts.engine == "uring") {
+  t->use_uring_ = opts.engine == EngineKind::kUring;
+  if (t->use_uring_) {
     Status probe = tcp::ProbeUring();
     if (!probe.ok()) return probe.WithContext("CHORUS_TCP_ENGINE=uring but io_uring cannot be used here");
-  } else if (opts.engine == "epoll" || opts.engine == "auto") {
-    // auto: epoll, whose sockets the waiting application thread may drive itself
-    // (application progress: no thread hand-off per message; see tcp/engine.h). The
-    // io_uring engine keeps one engine thread: a hand-off more per small call.
-    t->use_uring_ = false;
-  } else {
-    return InvalidArgument("TCP engine '" + opts.engine + "' unknown (CHORUS_TCP_ENGINE): use auto, uring or epoll");
   }
   Result<UniqueFd> fd =
       tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxLanes + 16, opts.socket_bufsize, &t->address_);

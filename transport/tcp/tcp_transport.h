@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "chorus/config.h"
 #include "common/deadline.h"
 #include "common/status.h"
 #include "transport/early_hold.h"
@@ -35,8 +34,13 @@ namespace tcp {
 class Engine;
 }
 
+// Each lane's progress engine: epoll, whose sockets the waiting application thread may
+// drive itself (application progress: no thread hand-off per message; see tcp/engine.h),
+// or io_uring, with an engine thread of its own.
+enum class EngineKind { kEpoll, kUring };
+
 struct TcpOptions {
-  std::string engine = "auto";          // "auto" | "uring" | "epoll"
+  EngineKind engine = EngineKind::kEpoll;
   int nsockets = 2;                     // sockets per peer; large messages are striped
   int64_t socket_bufsize = 4 << 20;     // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
   int64_t stripe_min_bytes = 256 << 10; // messages at least this large use every socket
@@ -48,7 +52,6 @@ struct TcpOptions {
   uint64_t pause_above = kDefaultPauseAbove;       // early bytes held from a peer before it is told to PAUSE
   uint64_t resume_below = kDefaultResumeBelow;     // and RESUME (CHORUS_EARLY_PAUSE / _RESUME)
 
-  static TcpOptions FromConfig(const Config& config, const std::string& bind_address);
 };
 
 struct PeerAddress {
