@@ -10,12 +10,14 @@
 // On streamed device stand-ins (ctx.staging) each chunk of our own block is waited for
 // before it is sent, our block is reported final once it is in recv, and every other
 // chunk as it lands.
+#include <cstdint>
 #include <deque>
 
 #include "algos/buffer.h"
 #include "algos/chunking.h"
 #include "algos/collectives.h"
 #include "algos/pending_sends.h"
+#include "algos/ring.h"
 
 namespace chorus::algos {
 namespace {
@@ -34,14 +36,9 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
   const int r = ctx.rank();
   const size_t es = DataTypeSize(dtype);
   const auto block = [&](int i) { return Span{static_cast<size_t>(i) * count, count}; };
-  if (n == 1) {
-    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
-    CopyIfDistinct(recv, send, count * es);
-    OutputFinal(ctx, 0, count * es);
-    return Status::Ok();
-  }
-  const int next = (r + 1) % n;
-  const int prev = (r + n - 1) % n;
+  if (n == 1) return CopyAlone(ctx, send, recv, count * es);
+  const Ring ring = RingOf(ctx);
+  const int next = ring.next, prev = ring.prev;
   const int steps = n - 1;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
 
@@ -55,13 +52,13 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
       posted.push_back(PostedRecv{PostRecv(ctx, prev, w.step(), At(recv, c.offset, es), c.count * es), w.step(), c});
     }
 
-    // Step 0: our own block, from the send buffer (so the local copy below can overlap).
-    ChunkWalk own(1, chunk_elems, [&](int) { return Span{0, count}; });
-    for (; !own.done(); own.Next()) {
-      const Span c = own.chunk();
-      CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
-      sends.Post(next, 0, At(send, c.offset, es), c.count * es);
-    }
+    // Step 0: our own block, from the send buffer (so the local copy below can overlap);
+    // then each chunk received at step s goes on at step s+1 as soon as it lands.
+    RingSends<PostedRecv> out(ctx, sends, next, send, es, Span{0, count}, chunk_elems, SIZE_MAX);
+    auto forward = [&](const PostedRecv& f) {
+      sends.Post(next, static_cast<uint32_t>(f.step + 1), At(recv, f.chunk.offset, es), f.chunk.count * es);
+    };
+    CHORUS_RETURN_IF_ERROR(out.Post(forward));
     CopyMovingBytes(ctx, At(recv, block(r).offset, es), send, count * es);
     OutputFinal(ctx, block(r).offset * es, count * es);
 
@@ -70,10 +67,8 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
       posted.pop_front();
       OutputFinal(ctx, p.chunk.offset * es, p.chunk.count * es);
-      // Forward the chunk just received at the next step.
-      if (p.step + 1 < steps) {
-        sends.Post(next, static_cast<uint32_t>(p.step + 1), At(recv, p.chunk.offset, es), p.chunk.count * es);
-      }
+      if (p.step + 1 < steps) out.Forward(p);  // on at the next step
+      CHORUS_RETURN_IF_ERROR(out.Post(forward));
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();

@@ -45,6 +45,7 @@
 #include "algos/collectives.h"
 #include "algos/input_order.h"
 #include "algos/pending_sends.h"
+#include "algos/ring.h"
 #include "kernels/reduce.h"
 
 namespace chorus::algos {
@@ -73,14 +74,9 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t es = DataTypeSize(dtype);
-  if (n == 1) {
-    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
-    CopyIfDistinct(recv, send, count * es);
-    OutputFinal(ctx, 0, count * es);
-    return Status::Ok();
-  }
-  const int next = (r + 1) % n;
-  const int prev = (r + n - 1) % n;
+  if (n == 1) return CopyAlone(ctx, send, recv, count * es);
+  const Ring ring = RingOf(ctx);
+  const int next = ring.next, prev = ring.prev;
   const int steps = 2 * (n - 1);
   const int last_rs_step = n - 2;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
@@ -122,25 +118,11 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
     // What goes into the peer's reduce-scatter, in the order it consumes it: our own
     // block (step 0) from the send buffer, then the partial sums we forward (steps 1 ..
     // n-2). Windowed, at most kRecvsInFlight of it ahead of what we have received.
-    ChunkWalk own(1, chunk_elems, [&](int) { return EvenBlock(count, n, r); });
-    std::deque<PostedRecv> forwards;  // reduced here, not yet sent on
-    SendPacer pacer(rs_window);
-    auto post_rs_sends = [&]() -> Status {
-      for (; pacer.MaySend(); pacer.Sent()) {
-        if (!own.done()) {
-          const Span c = own.chunk();
-          CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
-          sends.Post(next, 0, At(send, c.offset, es), c.count * es);
-          own.Next();
-        } else if (!forwards.empty()) {
-          const PostedRecv& f = forwards.front();
-          sends.Post(next, static_cast<uint32_t>(f.step + 1), At(recv, f.chunk.offset, es), f.chunk.count * es);
-          forwards.pop_front();
-        } else {
-          break;
-        }
-      }
-      return Status::Ok();
+    RingSends<PostedRecv> rs_out(ctx, sends, next, send, es, EvenBlock(count, n, r), chunk_elems, rs_window);
+    auto post_rs_sends = [&] {
+      return rs_out.Post([&](const PostedRecv& f) {
+        sends.Post(next, static_cast<uint32_t>(f.step + 1), At(recv, f.chunk.offset, es), f.chunk.count * es);
+      });
     };
     CHORUS_RETURN_IF_ERROR(post_rs_sends());
 
@@ -149,7 +131,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       const PostedRecv p = q.front();
       q.pop_front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
-      pacer.Received();
+      rs_out.Received();
       char* mine = At(recv, p.chunk.offset, es);
       const size_t off = p.chunk.offset * es, len = p.chunk.count * es;
       if (p.step <= last_rs_step) {
@@ -178,7 +160,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
       // Forward what we just produced (or received, in the all-gather) at the next
       // step: into the peer's reduce-scatter in turn, into its all-gather at once (all
       // its all-gather receives are posted), behind what its reduce-scatter waits for.
-      if (p.step + 1 <= last_rs_step) forwards.push_back(p);
+      if (p.step + 1 <= last_rs_step) rs_out.Forward(p);
       CHORUS_RETURN_IF_ERROR(post_rs_sends());
       if (p.step + 1 > last_rs_step && p.step + 1 < steps) {
         sends.Post(next, static_cast<uint32_t>(p.step + 1), mine, len);

@@ -17,11 +17,7 @@
 
 namespace chorus::algos {
 
-// Tags: bit 63 set marks a collective (user point-to-point tags are 32-bit, below);
-// bits 16..47 hold the call's sequence number, bits 0..15 the step within the call.
-inline uint64_t CollectiveTag(uint64_t seq, uint32_t step) {
-  return (uint64_t{1} << 63) | ((seq & 0xffffffffull) << 16) | (step & 0xffffu);
-}
+using transport::CollectiveTag;  // the tag layout: transport/tag.h
 
 // Host stand-ins of device buffers that are filled and drained while the algorithm
 // runs (chorus/staging_pipeline.h): the device-to-host copy of the input proceeds in

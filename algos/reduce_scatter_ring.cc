@@ -25,6 +25,7 @@
 #include "algos/collectives.h"
 #include "algos/input_order.h"
 #include "algos/pending_sends.h"
+#include "algos/ring.h"
 #include "kernels/reduce.h"
 
 namespace chorus::algos {
@@ -49,14 +50,9 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
   const int r = ctx.rank();
   const size_t es = DataTypeSize(dtype);
   const auto block = [&](int i) { return Span{static_cast<size_t>(i) * count, count}; };
-  if (n == 1) {
-    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
-    CopyIfDistinct(recv, send, count * es);
-    OutputFinal(ctx, 0, count * es);
-    return Status::Ok();
-  }
-  const int next = (r + 1) % n;
-  const int prev = (r + n - 1) % n;
+  if (n == 1) return CopyAlone(ctx, send, recv, count * es);
+  const Ring ring = RingOf(ctx);
+  const int next = ring.next, prev = ring.prev;
   const int steps = n - 1;
   const int last_step = n - 2;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
@@ -81,27 +77,14 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
     for (size_t i = 0; i < kRecvsInFlight; ++i) CHORUS_RETURN_IF_ERROR(post_next());
 
     // What we send, in order: block r-1 from our send buffer (step 0), then each
-    // partial result as it is reduced (steps 1 .. n-2), paced by what we receive.
-    ChunkWalk first(1, chunk_elems, [&](int) { return block(Mod(r - 1, n)); });
-    std::deque<PostedRecv> forwards;  // reduced here, not yet sent on
-    SendPacer pacer(kRecvsInFlight);
-    auto post_sends = [&]() -> Status {
-      for (; pacer.MaySend(); pacer.Sent()) {
-        if (!first.done()) {
-          const Span c = first.chunk();
-          CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
-          sends.Post(next, 0, At(send, c.offset, es), c.count * es);
-          first.Next();
-        } else if (!forwards.empty()) {
-          const PostedRecv& f = forwards.front();
-          pool.ReleaseAfter(
-              f.slot, sends.Post(next, static_cast<uint32_t>(f.step + 1), pool.data(f.slot), f.chunk.count * es));
-          forwards.pop_front();
-        } else {
-          break;
-        }
-      }
-      return Status::Ok();
+    // partial result as it is reduced (steps 1 .. n-2), paced by what we receive; a
+    // scratch chunk is free again once the send forwarding it completed.
+    RingSends<PostedRecv> out(ctx, sends, next, send, es, block(Mod(r - 1, n)), chunk_elems, kRecvsInFlight);
+    auto post_sends = [&] {
+      return out.Post([&](const PostedRecv& f) {
+        pool.ReleaseAfter(f.slot,
+                          sends.Post(next, static_cast<uint32_t>(f.step + 1), pool.data(f.slot), f.chunk.count * es));
+      });
     };
     CHORUS_RETURN_IF_ERROR(post_sends());
 
@@ -110,14 +93,14 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
       const PostedRecv p = posted.front();
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *p.req, prev));
       posted.pop_front();
-      pacer.Received();
+      out.Received();
       char* partial = pool.data(p.slot);
       const char* mine = At(send, p.chunk.offset, es);
       CHORUS_RETURN_IF_ERROR(InputReady(ctx, p.chunk.offset * es, p.chunk.count * es));
       if (p.step < last_step) {
         // Add our contribution to the partial result; it goes on in its turn.
         CHORUS_RETURN_IF_ERROR(kernels::Reduce(dtype, op, partial, mine, partial, p.chunk.count));
-        forwards.push_back(p);
+        out.Forward(p);
       } else {
         // Our own block: everyone else's contributions are in; the result goes to recv.
         char* out = At(recv, p.chunk.offset - own_offset, es);

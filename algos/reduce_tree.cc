@@ -50,12 +50,7 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
                            std::to_string(n));
   }
   const size_t es = DataTypeSize(dtype);
-  if (n == 1) {
-    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
-    CopyIfDistinct(recv, send, count * es);
-    OutputFinal(ctx, 0, count * es);
-    return Status::Ok();
-  }
+  if (n == 1) return CopyAlone(ctx, send, recv, count * es);
   const TreeLinks tree = BinomialTree(r, root, n);
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
   const Span all{0, count};

@@ -353,7 +353,7 @@ Status CommunicatorImpl::RunChosen(algos::Context& ctx, const CollectiveCall& ca
     return st;
   }
   // Every message of this call has been matched here: the transport may forget its tags.
-  transport_->ReleaseTags(algos::CollectiveTag(ctx.seq, 0), algos::CollectiveTag(ctx.seq, 0xffff));
+  transport_->ReleaseTags(algos::CollectiveTag(ctx.seq, 0), algos::CollectiveTag(ctx.seq, transport::kMaxTagStep));
   return st;
 }
 
@@ -483,7 +483,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     transport_->Abort(st);
     return Work::Failed(st);
   }
-  transport_->ReleaseTags(algos::CollectiveTag(ctx.seq, 0), algos::CollectiveTag(ctx.seq, 0xffff));
+  transport_->ReleaseTags(algos::CollectiveTag(ctx.seq, 0), algos::CollectiveTag(ctx.seq, transport::kMaxTagStep));
   if (!out.value().ran) {
     CHORUS_INFO(what << ": CUDA IPC declined (" << out.value().why << "), staged through host memory instead"
                      << (out.value().for_good ? " from now on" : ""));

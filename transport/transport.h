@@ -6,9 +6,9 @@
 // sent with that tag. Sizes must agree exactly; a mismatch fails the Recv with an
 // error naming both ranks and both sizes. A message may carry a 64-bit fingerprint
 // (the algorithms' description of the call); a Recv that expects a different one
-// fails with kMismatch and exposes the remote fingerprint. Tags that agree above
-// bit 16 form a group (one collective call): once a Recv with a non-zero fingerprint
-// is posted for a group, any message of that group from the same peer with another
+// fails with kMismatch and exposes the remote fingerprint. Tags form groups (one
+// collective call each; tag.h): once a Recv with a non-zero fingerprint is posted for
+// a group, any message of that group from the same peer with another
 // fingerprint fails the group's Recvs with kMismatch, so ranks that called different
 // collectives get an error even when their schedules never exchange the same tag.
 #pragma once
@@ -21,12 +21,9 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "common/types.h"
+#include "transport/tag.h"
 
 namespace chorus::transport {
-
-// Collectives' tags have bit 63 set (algos::CollectiveTag); point-to-point tags never
-// do. The transports treat the two differently (rendezvous, lanes, registration).
-inline bool IsCollectiveTag(uint64_t tag) { return (tag >> 63) != 0; }
 
 // One posted send or receive. Created by a Transport; completed by its engine.
 class Request {

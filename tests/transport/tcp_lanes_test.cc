@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tests/transport/mesh.h"
+#include "transport/tag.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace chorus::transport {
@@ -17,7 +18,7 @@ using testing::MakeMesh;
 using testing::MeshOptions;
 
 Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20))); }
-uint64_t CollectiveTag(uint64_t step) { return (uint64_t{1} << 63) | (uint64_t{5} << 16) | step; }
+uint64_t CollectiveTag(uint32_t step) { return transport::CollectiveTag(5, step); }
 
 // Sizes around the cuts (three lanes: lane 0 below 256 KiB, then two parts on lanes 1
 // and 2, from the one each tag picks, a remainder in the last).

@@ -1,6 +1,7 @@
 // TCP-only cases: the socket hand-shake and a peer process killed mid-stream (the
 // transport contract itself is checked for every transport in transport_test.cc).
 #include "transport/tcp/tcp_transport.h"
+#include "transport/tag.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,7 +23,7 @@ class TcpTransportTest : public ::testing::TestWithParam<std::string> {
  protected:
   EngineKind Engine() const { return GetParam() == "uring" ? EngineKind::kUring : EngineKind::kEpoll; }
   int Lanes() const { return GetParam() == "epoll_lanes" ? 3 : 1; }
-  uint64_t Tag() const { return GetParam() == "epoll_lanes" ? (uint64_t{1} << 63) | 1 : 1; }
+  uint64_t Tag() const { return GetParam() == "epoll_lanes" ? CollectiveTag(0, 1) : 1; }
 };
 
 TEST_P(TcpTransportTest, WrongCommunicatorIdIsRefusedNamingBothIds) {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/transport/mesh.h"
+#include "transport/tag.h"
 
 namespace chorus::transport {
 namespace {
@@ -324,7 +325,7 @@ TEST_P(TransportTest, FingerprintMismatchExposesTheRemoteFingerprint) {
   EXPECT_EQ(r->Wait(Soon()).code(), StatusCode::kMismatch);
   EXPECT_EQ(r->remote_fingerprint(), 0xabcu);
   // A new call (another tag group) with agreeing fingerprints goes through.
-  const uint64_t next_group = 4 + (uint64_t{1} << 16);
+  const uint64_t next_group = GroupFirstTag(TagGroup(4) + 1) + 4;
   auto s2 = t[0]->Send(1, next_group, &x, sizeof(x), 0xabc);
   auto r2 = t[1]->Recv(0, next_group, &y, sizeof(y), 0xabc);
   ASSERT_TRUE(r2->Wait(Soon()).ok());
@@ -336,8 +337,8 @@ TEST_P(TransportTest, AMessageOfAnotherCallInTheSameTagGroupFailsTheGroupsRecvs)
   ASSERT_EQ(t.size(), 2u);
   int x = 5, y = 0;
   // Rank 1 waits at step 0 of a call; rank 0, in another call, sends at step 3 only.
-  auto r = t[1]->Recv(0, (uint64_t{1} << 63) | 0, &y, sizeof(y), /*fingerprint=*/0x111);
-  auto s = t[0]->Send(1, (uint64_t{1} << 63) | 3, &x, sizeof(x), /*fingerprint=*/0x222);
+  auto r = t[1]->Recv(0, CollectiveTag(0, 0), &y, sizeof(y), /*fingerprint=*/0x111);
+  auto s = t[0]->Send(1, CollectiveTag(0, 3), &x, sizeof(x), /*fingerprint=*/0x222);
   EXPECT_EQ(r->Wait(Soon()).code(), StatusCode::kMismatch);
   EXPECT_EQ(r->remote_fingerprint(), 0x222u);
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/tag.h"
 #include "transport/tcp/frame_machine.h"
 #include "transport/tcp/wire.h"
 
@@ -58,7 +59,7 @@ TEST(Wire, ReplyCarriesTheVerdictAndReasonLength) {
 
 TEST(Wire, FrameHeaderRoundTripsAndDetectsCorruption) {
   FrameHeader h;
-  h.tag = (uint64_t{1} << 63) | 0x10002;
+  h.tag = CollectiveTag(1, 2);
   h.tag_seq = 5;
   h.total_len = 1000;
   h.offset = 500;

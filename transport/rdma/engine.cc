@@ -263,12 +263,7 @@ void Engine::Drain() {
     }
   }
   for (const auto& [first, last] : b.releases) {
-    for (Peer& p : peers_) {
-      for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last;) {
-        it = it->second.msgs.empty() ? p.tags.erase(it) : std::next(it);
-      }
-      p.groups.Erase(TagGroup(first), TagGroup(last));
-    }
+    for (Peer& p : peers_) p.tags.Release(first, last);
     cache_.ReleaseGroups(TagGroup(first), TagGroup(last));
   }
   if (b.abort && !aborting_) BeginAbort(b.abort_reason);
@@ -329,18 +324,9 @@ void Engine::SelfSend(const BasicRequestPtr& req) {
 
 void Engine::PostRecv(const BasicRequestPtr& req) {
   const int p = req->peer();
-  TagState& ts = peers_[p].tags[req->tag()];
-  const uint64_t seq = ts.next_recv_seq++;
-  InMsg& m = ts.msgs[seq];
-  m.recv = req;
-  if (req->fingerprint() != 0) {
-    if (uint64_t other = peers_[p].groups.Declare(TagGroup(req->tag()), req->fingerprint())) {
-      Finish(req, GroupMismatch(rank_, p, req->tag() & ~0xffffull), other);
-      m.recv.reset();
-      m.discard = true;
-    }
-  }
-  if (m.announced) Deliver(p, req->tag(), ts, seq, nullptr);
+  // Failed at once or not, an announced message is delivered (or refused) now.
+  auto posted = peers_[p].tags.PostRecv(rank_, p, req, Finisher());
+  if (posted.msg.announced) Deliver(p, req->tag(), posted.ts, posted.seq, nullptr);
 }
 
 void Engine::OnAnnounce(int p, const CtrlHeader& h, const char* payload) {
@@ -352,9 +338,14 @@ void Engine::OnAnnounce(int p, const CtrlHeader& h, const char* payload) {
   m.len = h.len;
   m.fp = h.fp;
   m.id = h.id;
-  if (h.fp != 0 && peer.groups.Arrived(TagGroup(h.tag), h.fp)) FailGroup(p, TagGroup(h.tag), h.fp);
+  // Refused here, a discarded message that was announced is done with.
+  peer.tags.Arrived(rank_, p, h.tag, h.fp, Finisher(), [&](uint64_t tag, const InMsg& d) {
+    if (!d.announced) return false;
+    Refuse(p, d, GroupMismatch(rank_, p, tag));
+    return true;
+  });
   auto it = ts.msgs.find(h.seq);
-  if (it == ts.msgs.end()) return;  // refused by FailGroup
+  if (it == ts.msgs.end()) return;  // refused: another call's message in its group
   if (it->second.recv || it->second.discard) return Deliver(p, h.tag, ts, h.seq, payload);
   if (m.eager && m.len > 0) KeepEarly(p, m, payload);  // unexpected: keep a copy until the Recv is posted
 }
@@ -433,27 +424,6 @@ void Engine::Refuse(int p, const InMsg& m, const Status& why) {
   op.h.len = static_cast<uint64_t>(why.code());
   op.text = why.message().substr(0, kMaxText);
   Queue(p, std::move(op));
-}
-
-void Engine::FailGroup(int p, uint64_t group, uint64_t remote_fp) {
-  Peer& peer = peers_[p];
-  const uint64_t first = group << kTagGroupShift, last = first | ((uint64_t{1} << kTagGroupShift) - 1);
-  for (auto t = peer.tags.lower_bound(first); t != peer.tags.end() && t->first <= last; ++t) {
-    for (auto it = t->second.msgs.begin(); it != t->second.msgs.end();) {
-      InMsg& m = it->second;
-      if (m.recv) {
-        Finish(m.recv, GroupMismatch(rank_, p, t->first), remote_fp);
-        m.recv.reset();
-        m.discard = true;
-      }
-      if (m.discard && m.announced) {
-        Refuse(p, m, GroupMismatch(rank_, p, t->first));
-        it = t->second.msgs.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
 }
 
 void Engine::OnCts(int p, const CtrlHeader& h) {
@@ -861,12 +831,7 @@ void Engine::FailEverything() {
     }
     peer.out.clear();
     peer.writes.clear();
-    for (auto& [tag, ts] : peer.tags) {
-      for (auto& [seq, m] : ts.msgs) {
-        if (m.recv) Finish(m.recv, st);
-      }
-      ts.msgs.clear();
-    }
+    peer.tags.FailAll(st, Finisher());
   }
   for (auto& [id, r] : recvs_) Finish(r.req, abort_status_);
   recvs_.clear();

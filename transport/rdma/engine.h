@@ -80,11 +80,8 @@ class Engine {
     BasicRequestPtr recv;
     bool discard = false;  // its Recv failed; refuse it when it is announced
   };
-  struct TagState {
-    uint64_t next_send_seq = 0;
-    uint64_t next_recv_seq = 0;
-    std::unordered_map<uint64_t, InMsg> msgs;
-  };
+  using Tags = TagMatcher<InMsg>;
+  using TagState = Tags::TagState;
   // A control message to post on a peer's queue pair, in order.
   struct OutOp {
     CtrlHeader h;
@@ -122,8 +119,7 @@ class Engine {
     // Large sends whose CTS came, to be written; apart from `out` so that control
     // messages never wait behind bulk data (see PostNextWrite).
     std::deque<uint32_t> writes;
-    std::map<uint64_t, TagState> tags;
-    GroupFingerprints groups;
+    Tags tags;  // messages matched to Recvs, and fingerprints per tag group
     Clock::time_point last_heard{}, last_ping{};
     std::unordered_map<uint32_t, LargeSend> sends;  // by send id
   };
@@ -152,7 +148,10 @@ class Engine {
   void OnAnnounce(int p, const CtrlHeader& h, const char* payload);
   void Deliver(int p, uint64_t tag, TagState& ts, uint64_t seq, const char* payload);
   void Refuse(int p, const InMsg& m, const Status& why);
-  void FailGroup(int p, uint64_t group, uint64_t remote_fp);
+  // Finish, as the matcher (TagMatcher) calls it.
+  auto Finisher() {
+    return [this](const BasicRequestPtr& r, const Status& st, uint64_t remote_fp) { Finish(r, st, remote_fp); };
+  }
   void OnCts(int p, const CtrlHeader& h);
   void Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp = 0);
 

@@ -322,12 +322,7 @@ void Engine::DrainCommands(Clock::time_point now) {
   // Tags of finished collectives: every message with them has been matched, so their
   // sequence counters can go (the map would otherwise grow with every call).
   for (const auto& [first, last] : b.releases) {
-    for (Peer& p : peers_) {
-      for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last;) {
-        it = it->second.msgs.empty() && it->second.awaiting_ready.empty() ? p.tags.erase(it) : std::next(it);
-      }
-      p.groups.Erase(TagGroup(first), TagGroup(last));
-    }
+    for (Peer& p : peers_) p.tags.Release(first, last);
   }
   if (b.abort && !aborting_) BeginAbort(b.abort_reason);
   if (b.stop) stopping_ = true;
@@ -430,10 +425,9 @@ Status Engine::OnControlFrame(Conn* c, const FrameHeader& h) {
   }
   // RTS: the sender waits for our Recv. A READY sent ahead may have reached it before
   // its send was posted as one that waits (taken back after a PAUSE): answer every RTS.
-  std::unique_ptr<InMsg>& slot = ts.msgs[h.tag_seq];
-  if (!slot) slot = std::make_unique<InMsg>();
-  slot->rts_seen = true;
-  if (slot->recv || slot->discard) SendReady(c->peer, h.tag, h.tag_seq, *slot, /*again=*/true);
+  InMsg& m = ts.msgs[h.tag_seq];
+  m.rts_seen = true;
+  if (m.recv || m.discard) SendReady(c->peer, h.tag, h.tag_seq, m, /*again=*/true);
   return Status::Ok();
 }
 
@@ -451,9 +445,7 @@ void Engine::PullBackData(Conn* c) {
 void Engine::SelfSend(const BasicRequestPtr& req) {
   TagState& ts = peers_[rank_].tags[req->tag()];
   const uint64_t seq = ts.next_send_seq++;
-  std::unique_ptr<InMsg>& slot = ts.msgs[seq];
-  if (!slot) slot = std::make_unique<InMsg>();
-  InMsg& m = *slot;
+  InMsg& m = ts.msgs[seq];
   m.header_seen = true;
   m.total_len = req->bytes();
   m.fingerprint = req->fingerprint();
@@ -497,21 +489,8 @@ void Engine::ReleaseHeld(int peer, InMsg& m) {
 void Engine::PostRecv(const BasicRequestPtr& req) {
   const int p = req->peer();
   if (!peers_[p].error.ok()) return Finish(req, peers_[p].error);
-  TagState& ts = peers_[p].tags[req->tag()];
-  const uint64_t seq = ts.next_recv_seq++;
-  std::unique_ptr<InMsg>& slot = ts.msgs[seq];
-  if (!slot) slot = std::make_unique<InMsg>();
-  InMsg& m = *slot;
-  m.recv = req;
-  if (req->fingerprint() != 0) {
-    if (uint64_t other = peers_[p].groups.Declare(TagGroup(req->tag()), req->fingerprint())) {
-      Finish(req, GroupMismatch(rank_, p, req->tag() & ~0xffffull), other);
-      m.recv.reset();
-      m.discard = true;
-      MaybeComplete(p, ts, seq);
-      return;
-    }
-  }
+  auto [ts, seq, m, failed] = peers_[p].tags.PostRecv(rank_, p, req, Finisher());
+  if (failed) return MaybeComplete(p, ts, seq);
   if (!m.header_seen) {
     // Frames will be received straight into the buffer; a rendezvous sender waits for
     // this READY (sent ahead, where the Recv is large enough that it may be one).
@@ -527,25 +506,10 @@ void Engine::PostRecv(const BasicRequestPtr& req) {
   MaybeComplete(p, ts, seq);
 }
 
-void Engine::FailGroup(int peer, uint64_t group, uint64_t remote_fp) {
-  Peer& p = peers_[peer];
-  const uint64_t first = group << kTagGroupShift, last = first | ((uint64_t{1} << kTagGroupShift) - 1);
-  for (auto it = p.tags.lower_bound(first); it != p.tags.end() && it->first <= last; ++it) {
-    for (auto& [seq, m] : it->second.msgs) {
-      if (!m->recv) continue;
-      Finish(m->recv,
-             GroupMismatch(rank_, peer, it->first),
-             remote_fp);
-      m->recv.reset();
-      m->discard = true;
-    }
-  }
-}
-
 void Engine::MaybeComplete(int peer, TagState& ts, uint64_t seq) {
   auto it = ts.msgs.find(seq);
   if (it == ts.msgs.end()) return;
-  InMsg& m = *it->second;
+  InMsg& m = it->second;
   const bool complete = m.header_seen && m.bytes_done == m.total_len && m.frames_seen > 0;
   if (!complete) return;
   if (m.discard) {
@@ -570,16 +534,13 @@ void Engine::FrameResolved(const BasicRequestPtr& req, const Status& st) {
 Status Engine::OnDataHeader(Conn* c, const FrameHeader& h, RecvDest* dest) {
   Peer& peer = peers_[c->peer];
   TagState& ts = peer.tags[h.tag];
-  std::unique_ptr<InMsg>& slot = ts.msgs[h.tag_seq];
-  if (!slot) slot = std::make_unique<InMsg>();
-  InMsg& m = *slot;
+  InMsg& m = ts.msgs[h.tag_seq];
   if (!m.header_seen) {
     m.header_seen = true;
     m.total_len = h.total_len;
     m.fingerprint = h.fingerprint;
-    if (h.fingerprint != 0) {
-      if (peer.groups.Arrived(TagGroup(h.tag), h.fingerprint)) FailGroup(c->peer, TagGroup(h.tag), h.fingerprint);
-    }
+    // A discarded message is dropped once its frames are read (MaybeComplete).
+    peer.tags.Arrived(rank_, c->peer, h.tag, h.fingerprint, Finisher(), [](uint64_t, const InMsg&) { return false; });
     if (m.recv) {
       Status st = CheckMatch(rank_, c->peer, h.tag, h.total_len, h.fingerprint, *m.recv);
       if (!st.ok()) {
@@ -609,8 +570,8 @@ Status Engine::OnDataDone(Conn* c, const FrameHeader& h, void*) {
   TagState& ts = peers_[c->peer].tags[h.tag];
   auto it = ts.msgs.find(h.tag_seq);
   if (it == ts.msgs.end()) return Status::Ok();
-  it->second->bytes_done += h.len;
-  it->second->frames_seen += 1;
+  it->second.bytes_done += h.len;
+  it->second.frames_seen += 1;
   MaybeComplete(c->peer, ts, h.tag_seq);
   return Status::Ok();
 }
@@ -705,7 +666,7 @@ void Engine::FailPeer(int peer, const Status& st) {
   bool pending = false;
   for (auto& c : p.conns) pending = pending || !c->tx.empty();
   for (auto& [tag, ts] : p.tags) {
-    for (auto& [seq, m] : ts.msgs) pending = pending || m->recv != nullptr;
+    for (auto& [seq, m] : ts.msgs) pending = pending || m.recv != nullptr;
     pending = pending || !ts.awaiting_ready.empty();
   }
   // Even with nothing outstanding the communicator has lost a member: health() says
@@ -742,11 +703,8 @@ void Engine::FinalizeFailedPeers() {
       for (const BasicRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, p.error);
       poller_->Remove(c.get());
     }
+    p.tags.FailAll(p.error, Finisher());
     for (auto& [tag, ts] : p.tags) {
-      for (auto& [seq, m] : ts.msgs) {
-        if (m->recv) Finish(m->recv, p.error);
-      }
-      ts.msgs.clear();
       for (auto& [seq, req] : ts.awaiting_ready) Finish(req, p.error);
       ts.awaiting_ready.clear();
     }
@@ -814,11 +772,8 @@ bool Engine::ProgressAbort() {
     for (auto& c : p.conns) {
       for (const BasicRequestPtr& r : c->tx.Drop(true)) FrameResolved(r, st);
     }
+    p.tags.FailAll(st, Finisher());
     for (auto& [tag, ts] : p.tags) {
-      for (auto& [seq, m] : ts.msgs) {
-        if (m->recv) Finish(m->recv, st);
-      }
-      ts.msgs.clear();
       for (auto& [seq, req] : ts.awaiting_ready) Finish(req, st);
       ts.awaiting_ready.clear();
     }

@@ -109,25 +109,23 @@ class Engine final : public IoHandler, public RequestDriver {
     bool ready_sent = false;  // READY sent: its data will come
     uint64_t held = 0;        // bytes of ubuf counted in its peer's early_held
   };
-  struct TagState {
-    uint64_t next_send_seq = 0;
-    uint64_t next_recv_seq = 0;
-    std::unordered_map<uint64_t, std::unique_ptr<InMsg>> msgs;
-    // Rendezvous sends: posted, waiting for the peer's READY; and READYs for sends not
-    // posted yet.
+  // Per tag besides its messages: rendezvous sends posted and waiting for the peer's
+  // READY, and READYs for sends not posted yet.
+  struct TagSends {
     std::unordered_map<uint64_t, BasicRequestPtr> awaiting_ready;
     std::unordered_set<uint64_t> early_ready;
+    bool empty() const { return awaiting_ready.empty(); }
   };
+  using Tags = TagMatcher<InMsg, TagSends>;
+  using TagState = Tags::TagState;
   struct Peer {
     PeerInfo info;
     std::vector<std::unique_ptr<Conn>> conns;
     Status error;  // set once the connection is broken
     uint64_t rr = 0;
-    std::map<uint64_t, TagState> tags;  // ordered: ReleaseTags erases ranges
+    Tags tags;  // messages matched to Recvs, and fingerprints per tag group
     EarlyHold held;       // its early messages we keep, and whether we said PAUSE
     bool paused = false;  // it told us to PAUSE
-    // Fingerprints declared and arrived per tag group (one call).
-    GroupFingerprints groups;
   };
 
   Engine(const EngineOptions& opts, std::vector<PeerInfo> peers);
@@ -173,7 +171,10 @@ class Engine final : public IoHandler, public RequestDriver {
 
   // A frame of a call this rank is not in (same tag group, other fingerprint) fails
   // every Recv of that group from the peer: the ranks called different collectives.
-  void FailGroup(int peer, uint64_t group, uint64_t remote_fp);
+  // Finish, as the matcher (TagMatcher) calls it.
+  auto Finisher() {
+    return [this](const BasicRequestPtr& r, const Status& st, uint64_t remote_fp) { Finish(r, st, remote_fp); };
+  }
   void FailPeer(int peer, const Status& st);
   // A connection broke: the peer fails once all its connections ended, or after a
   // moment (FailBrokenConns), unless an ABORT frame names the real cause first.

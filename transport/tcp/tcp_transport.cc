@@ -201,7 +201,7 @@ RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size
   // one the tag picks (its step and call number: both sides pick alike), so that a
   // call's messages, fewer parts each than there are lanes, use every lane in turn.
   const uint64_t bulk = engines_.size() - 1;
-  const uint64_t first = (tag + (tag >> 16)) % bulk;
+  const uint64_t first = (tag + TagGroup(tag)) % bulk;
   auto lane = [&](int k) { return engines_[1 + (first + static_cast<uint64_t>(k)) % bulk].get(); };
   if (parts == 1) return lane(0)->Post(kind, peer, tag, buf, bytes, fingerprint);
   std::vector<RequestPtr> reqs(static_cast<size_t>(parts));
