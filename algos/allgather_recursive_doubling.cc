@@ -11,18 +11,18 @@
 // Every receive is posted up front (disjoint ranges of recv), so nothing waits in the
 // transport for its receive while this rank is in the call. Step 0 sends our block
 // from the send buffer, so that the local copy into recv overlaps it. A step's message
-// of kGrantAtBytes and more goes once the partner's grant says its receive is posted
-// (grants.h: a partner still in the previous call would otherwise have it copied
-// twice); every grant goes at the start.
+// of kCreditAtBytes and more goes once the partner's credit says its receive is posted
+// (credits.h: a partner still in the previous call would otherwise have it copied
+// twice); every credit goes at the start.
 //
-// On streamed device stand-ins (ctx.staging) our block is waited for before it is sent,
+// On streamed bounce buffers (ctx.staging) our block is waited for before it is sent,
 // reported final once it is in recv, and every received group as it lands.
 #include <memory>
 #include <vector>
 
 #include "algos/buffer.h"
 #include "algos/collectives.h"
-#include "algos/grants.h"
+#include "algos/credits.h"
 #include "algos/pending_sends.h"
 
 namespace chorus::algos {
@@ -51,28 +51,28 @@ Status AllGatherRecursiveDoubling(const Context& ctx, const void* send, void* re
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);
     std::vector<transport::RequestPtr> in;
-    std::vector<std::unique_ptr<GrantsFrom>> grants;  // step k's, where its message is large
+    std::vector<std::unique_ptr<CreditsFrom>> credits;  // step k's, where its message is large
     for (int d = 1, k = 0; d < n; d *= 2, ++k) {
       const int partner = r ^ d;
-      grants.emplace_back(d * block >= kGrantAtBytes ? std::make_unique<GrantsFrom>(ctx, partner, k, 0) : nullptr);
-      if (grants.back()) grants.back()->PostNext();  // its receive before the data's, on the same tag
+      credits.emplace_back(d * block >= kCreditAtBytes ? std::make_unique<CreditsFrom>(ctx, partner, k, 0) : nullptr);
+      if (credits.back()) credits.back()->PostNext();  // its receive before the data's, on the same tag
       in.push_back(PostRecv(ctx, partner, static_cast<uint32_t>(k), out + group(partner, d) * block, d * block));
     }
     for (int d = 1, k = 0; d < n; d *= 2, ++k) {
-      if (grants[k]) Grant(ctx, sends, r ^ d, static_cast<uint32_t>(k));
+      if (credits[k]) SendCredit(ctx, sends, r ^ d, static_cast<uint32_t>(k));
     }
-    // Step k's send, once its grant (if any) came.
+    // Step k's send, once its credit (if any) came.
     auto post = [&](int k, const void* from, size_t bytes) -> Status {
-      if (grants[k]) CHORUS_RETURN_IF_ERROR(grants[k]->Await(0));
+      if (credits[k]) CHORUS_RETURN_IF_ERROR(credits[k]->Await(0));
       sends.Post(r ^ (1 << k), static_cast<uint32_t>(k), from, bytes);
       return Status::Ok();
     };
     // Step 0: our block, from the send buffer, and our copy of it (first where the send
-    // waits for a grant).
-    if (!grants[0]) CHORUS_RETURN_IF_ERROR(post(0, send, block));
+    // waits for a credit).
+    if (!credits[0]) CHORUS_RETURN_IF_ERROR(post(0, send, block));
     CopyMovingBytes(ctx, out + r * block, send, block);
     OutputFinal(ctx, r * block, block);
-    if (grants[0]) CHORUS_RETURN_IF_ERROR(post(0, send, block));
+    if (credits[0]) CHORUS_RETURN_IF_ERROR(post(0, send, block));
     for (int d = 1, k = 0; d < n; d *= 2, ++k) {
       // Step k+1 sends what we hold after step k: our group of 2d blocks, which starts
       // at the lower of the two groups of step k.

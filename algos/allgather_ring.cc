@@ -7,7 +7,7 @@
 // buffer, so this costs no memory): a message that finds no receive posted is kept
 // by the transport and copied again.
 //
-// On streamed device stand-ins (ctx.staging) each chunk of our own block is waited for
+// On streamed bounce buffers (ctx.staging) each chunk of our own block is waited for
 // before it is sent, our block is reported final once it is in recv, and every other
 // chunk as it lands.
 #include <cstdint>

@@ -13,7 +13,7 @@
 // recv is the accumulator: reduce(send_block, received) -> recv_block, which is also
 // correct in place (send == recv). The send buffer is never written.
 //
-// On streamed device stand-ins (ctx.staging) every input chunk is waited for before it
+// On streamed bounce buffers (ctx.staging) every input chunk is waited for before it
 // is sent or reduced, and every block is reported final where it becomes complete: at
 // its last reduce-scatter step here, or when its all-gather receive lands.
 //

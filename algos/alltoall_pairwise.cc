@@ -3,11 +3,11 @@
 // step s-1. Every step's messages are posted up front (in step order, so each peer
 // link carries them in schedule order) and waited for in the same order; each rank
 // talks to every other exactly once per direction.
-// Blocks of kGrantAtBytes and more go only once their receive is posted (grants.h): a
+// Blocks of kCreditAtBytes and more go only once their receive is posted (credits.h): a
 // rank that comes late would otherwise find its peers' blocks waiting in its
-// transport. Each rank then first posts, per peer, the receive of the peer's grant and
-// of its block (both on the tag of that peer's messages to us: grant first), grants
-// every peer, and sends each block as its grant arrives, in step order.
+// transport. Each rank then first posts, per peer, the receive of the peer's credit and
+// of its block (both on the tag of that peer's messages to us: credit first), sends
+// every peer a credit, and sends each block as its credit arrives, in step order.
 //
 // In place (send == recv) the block for peer p and the block from p are the same bytes:
 // the block from p lands in scratch and is copied into place once ours to p has gone
@@ -15,7 +15,7 @@
 // it all aside first copied (n+1)/n (docs/design/flow_control.md). A send buffer that
 // overlaps recv otherwise is copied aside whole.
 //
-// On streamed device stand-ins (ctx.staging) a block is waited for before it is sent
+// On streamed bounce buffers (ctx.staging) a block is waited for before it is sent
 // (a send buffer copied aside: the whole input, before the copy), and each block of the
 // result is reported final once it is in place.
 #include <memory>
@@ -24,7 +24,7 @@
 
 #include "algos/buffer.h"
 #include "algos/collectives.h"
-#include "algos/grants.h"
+#include "algos/credits.h"
 #include "algos/input_order.h"
 #include "algos/pending_sends.h"
 
@@ -53,33 +53,33 @@ Status AllToAllPairwise(const Context& ctx, const void* send, void* recv, size_t
   // Where the block from rank `from` (step s) lands first.
   auto land = [&](int s, int from) { return in_place ? landing.data() + (s - 1) * bytes : dst + from * bytes; };
 
-  const bool granted = bytes >= kGrantAtBytes;
+  const bool credited = bytes >= kCreditAtBytes;
   return AbortOnError(ctx, [&]() -> Status {
     std::vector<transport::RequestPtr> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
-    std::vector<std::unique_ptr<GrantsFrom>> grant_from(static_cast<size_t>(n));
+    std::vector<std::unique_ptr<CreditsFrom>> credit_from(static_cast<size_t>(n));
     PendingSends sends(ctx);
     // Step s: block `to` goes to rank `to`; block `from` comes from rank `from`.
     for (int s = 1; s < n; ++s) {
       const int from = Mod(r - s, n);
-      if (granted) {
-        grant_from[from] = std::make_unique<GrantsFrom>(ctx, from, static_cast<uint32_t>(s - 1), 0);
-        grant_from[from]->PostNext();
+      if (credited) {
+        credit_from[from] = std::make_unique<CreditsFrom>(ctx, from, static_cast<uint32_t>(s - 1), 0);
+        credit_from[from]->PostNext();
       }
       in[from] = PostRecv(ctx, from, static_cast<uint32_t>(s - 1), land(s, from), bytes);
     }
     for (int s = 1; s < n; ++s) {
       const int to = (r + s) % n;
-      if (granted) {
-        Grant(ctx, sends, to, static_cast<uint32_t>(s - 1));  // on the tag of our messages to `to`
+      if (credited) {
+        SendCredit(ctx, sends, to, static_cast<uint32_t>(s - 1));  // on the tag of our messages to `to`
       } else {
         CHORUS_RETURN_IF_ERROR(InputReady(ctx, to * bytes, bytes));
         out[to] = sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
       }
     }
-    if (granted) {
+    if (credited) {
       for (int s = 1; s < n; ++s) {
         const int to = (r + s) % n;
-        CHORUS_RETURN_IF_ERROR(grant_from[to]->Await(0));
+        CHORUS_RETURN_IF_ERROR(credit_from[to]->Await(0));
         CHORUS_RETURN_IF_ERROR(InputReady(ctx, to * bytes, bytes));
         out[to] = sends.Post(to, static_cast<uint32_t>(s - 1), src + to * bytes, bytes);
       }

@@ -9,11 +9,11 @@
 // parent sends each chunk on as soon as it has it, so with only a few posted most
 // chunks would arrive before their receive and be copied twice
 // (docs/design/flow_control.md). A child
-// then grants its parent the rest of the call at once (grants.h): a parent sends
-// kUnasked chunks to a child that has not come yet (none of kGrantAtBytes and more
+// then sends its parent credit for the rest of the call at once (credits.h): a parent sends
+// kUnasked chunks to a child that has not come yet (none of kCreditAtBytes and more
 // where a host runs more ranks than it has cores), and waits for it before more.
 //
-// On streamed device stand-ins (ctx.staging) the root waits for each chunk before it
+// On streamed bounce buffers (ctx.staging) the root waits for each chunk before it
 // sends it; every rank reports a chunk final once it has it (the root's buffer is its
 // input, unchanged).
 #include <algorithm>
@@ -24,13 +24,13 @@
 #include "algos/buffer.h"
 #include "algos/chunking.h"
 #include "algos/collectives.h"
-#include "algos/grants.h"
+#include "algos/credits.h"
 #include "algos/pending_sends.h"
 
 namespace chorus::algos {
 namespace {
 
-// Chunks a parent sends a child before the child's grant (chunks below kGrantAtBytes).
+// Chunks a parent sends a child before the child's credit (chunks below kCreditAtBytes).
 constexpr size_t kUnasked = 2;
 
 // The broadcast over `links` (this rank's parent and children in the tree chosen).
@@ -63,10 +63,10 @@ Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype
       const Span c = ChunkOf(all, chunk_elems, ci);
       posted.push_back(PostRecv(ctx, tree.parent, static_cast<uint32_t>(ci), At(buf, c.offset, es), c.count * es));
     }
-    if (tree.parent >= 0 && nchunks > unasked) Grant(ctx, sends, tree.parent, 0);
-    std::vector<GrantsFrom> granted;  // one grant per child, for every chunk past `unasked`
-    granted.reserve(tree.children.size());
-    for (int child : tree.children) granted.emplace_back(ctx, child, 0, unasked);
+    if (tree.parent >= 0 && nchunks > unasked) SendCredit(ctx, sends, tree.parent, 0);
+    std::vector<CreditsFrom> credited;  // one credit per child, for every chunk past `unasked`
+    credited.reserve(tree.children.size());
+    for (int child : tree.children) credited.emplace_back(ctx, child, 0, unasked);
     for (size_t ci = 0; ci < nchunks; ++ci) {
       const Span c = ChunkOf(all, chunk_elems, ci);
       // Chunk ci from the parent (the root has it already) ...
@@ -79,7 +79,7 @@ Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype
       OutputFinal(ctx, c.offset * es, c.count * es);
       // ... goes on to every child.
       for (size_t k = 0; k < tree.children.size(); ++k) {
-        CHORUS_RETURN_IF_ERROR(granted[k].Await(std::min(ci, unasked)));
+        CHORUS_RETURN_IF_ERROR(credited[k].Await(std::min(ci, unasked)));
         sends.Post(tree.children[k], static_cast<uint32_t>(ci), At(buf, c.offset, es), c.count * es);
       }
       CHORUS_RETURN_IF_ERROR(sends.Reap());

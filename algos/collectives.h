@@ -22,8 +22,8 @@ struct Tuning {
   // that these overlap (CHORUS_CHUNK_BYTES).
   size_t chunk_bytes = 512 << 10;
   // Some host runs more ranks than it has cores (the same on every rank): there a copy
-  // costs more than a round trip, so the trees' chunks of kGrantAtBytes and more all
-  // wait for their grant instead of going unasked to a peer that may be a call behind.
+  // costs more than a round trip, so the trees' chunks of kCreditAtBytes and more all
+  // wait for their credit instead of going unasked to a peer that may be a call behind.
   bool crowded_cores = false;
   // Hosts x ranks, for the hierarchical algorithms (null: every rank a host of its own).
   const Topology* topology = nullptr;

@@ -19,7 +19,7 @@ namespace chorus::algos {
 
 using transport::CollectiveTag;  // the tag layout: transport/tag.h
 
-// Host stand-ins of device buffers that are filled and drained while the algorithm
+// Host bounce buffers of device buffers that are filled and drained while the algorithm
 // runs (chorus/staging_pipeline.h): the device-to-host copy of the input proceeds in
 // segments and the results go back as soon as they are final, so both copies overlap
 // the wire. An algorithm that streams (Streams() in collectives.h) touches an input
@@ -45,7 +45,7 @@ struct Context {
   uint64_t seq;            // per-communicator sequence number of this collective
   uint64_t fingerprint;    // describes the call; peers must present the same one
   Deadline deadline;
-  StreamStaging* staging = nullptr;  // set only where the buffers are streamed stand-ins
+  StreamStaging* staging = nullptr;  // set only where the buffers are streamed bounce buffers
   BufferCache* scratch = nullptr;    // the communicator's scratch memory (null: allocate)
 
   int rank() const { return transport.rank(); }

@@ -42,7 +42,7 @@ struct Offer {
   uint8_t mps = 0;     // this rank's GPU contexts are shared through MPS
   uint8_t always = 0;  // this rank set CHORUS_CUDA_IPC=always
   uint8_t split = 0;   // this rank set CHORUS_CUDA_IPC_ONE_GPU=split
-  uint8_t signals = 0;  // this rank stages stream-form calls with signal words
+  uint8_t signals = 0;  // this rank stages stream-form calls with signal flags
   ipc::DeviceUuid device{};
   ipc::ExportedBuffer send{}, recv{};
   SyncOffer sync;
@@ -173,7 +173,7 @@ Offer MakeOffer(const Context& ctx, const DeviceCall& c, CudaIpcState& state) {
   o.pid = getpid();
   o.always = state.always ? 1 : 0;
   o.split = state.split_on_one_gpu ? 1 : 0;
-  o.signals = state.signal_words ? 1 : 0;
+  o.signals = state.signal_flags ? 1 : 0;
   if (Reduces(c.kind) && ctx.size() > kcuda::kMaxInputs) {
     o.v.Decline(kNotThisCall, "more than " + std::to_string(kcuda::kMaxInputs) + " ranks to reduce in one pass");
   }
@@ -319,9 +319,9 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
       break;
     }
     if (Status reached = sync.Reach(p, state.mappings, ctx.deadline); !reached.ok()) {
-      // Words that cannot be mapped: this call is staged, the next ones use events.
-      v.Decline(sync.words() ? kNotThisCall : kNever, "rank " + std::to_string(p) + "'s " +
-                                                          (sync.words() ? "words" : "events") + ": " +
+      // Flags that cannot be mapped: this call is staged, the next ones use events.
+      v.Decline(sync.flags() ? kNotThisCall : kNever, "rank " + std::to_string(p) + "'s " +
+                                                          (sync.flags() ? "flags" : "events") + ": " +
                                                           reached.message());
       break;
     }
@@ -365,16 +365,16 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
   }
   Status st = c.kind == Collective::kAllReduce && OneGpu(offers) ? RunLedByRankZero(ctx, c, sync, send, recv, stream)
                                                                  : RunPhases(ctx, c, sync, send, recv, stream);
-  // Whatever happened, what was enqueued reads the peers' buffers until this mark.
-  Result<kcuda::StreamMark> end = kcuda::StreamMark::Record(stream);
-  if (end.ok()) outcome.end = std::make_shared<kcuda::StreamMark>(std::move(end.value()));
+  // Whatever happened, what was enqueued reads the peers' buffers until this event.
+  Result<kcuda::StreamEvent> end = kcuda::StreamEvent::Record(stream);
+  if (end.ok()) outcome.end = std::make_shared<kcuda::StreamEvent>(std::move(end.value()));
   state.mappings.EndCall(outcome.end);
   CHORUS_RETURN_IF_ERROR(st);
   CHORUS_RETURN_IF_ERROR(end.status());
   CHORUS_RETURN_IF_ERROR(sync.End(outcome.end, stream));
   outcome.ran = true;
-  outcome.words = sync.words();
-  outcome.no_words = sync.NoWordsOnce();
+  outcome.flags = sync.flags();
+  outcome.no_flags = sync.NoFlagsOnce();
   outcome.time_sliced = TimeSliced(offers);
   outcome.every_rank_signals = std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.signals != 0; });
   return outcome;

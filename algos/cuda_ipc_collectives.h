@@ -2,7 +2,7 @@
 // (transport/cuda_ipc): each rank maps the buffers its peers export and reads them
 // directly; it writes only its own buffers. Copies and reduction kernels go on the
 // caller's stream, in stream order, and the peers' streams order each other with
-// signals (algos/cuda_ipc_sync.h: words of device memory the streams write and wait
+// signals (algos/cuda_ipc_sync.h: flags in device memory the streams write and wait
 // on, or interprocess events); host messages (ctx.transport) carry the handles and say
 // "signalled". The call returns once its work is enqueued on this rank (which needs
 // every peer to have called it too); nothing waits for the GPU.
@@ -48,16 +48,16 @@ struct DeviceCall {
 };
 
 // What a communicator keeps between calls: its signals and the peers' (opened events),
-// the peers' mapped buffers and words. Used by one call at a time.
+// the peers' mapped buffers and flags. Used by one call at a time.
 struct CudaIpcState {
   SyncState sync;
   transport::cuda_ipc::PeerMappings mappings;
   bool always = false;            // CHORUS_CUDA_IPC=always on this rank: never report time slicing
   bool split_on_one_gpu = false;  // CHORUS_CUDA_IPC_ONE_GPU=split: all_reduce split even on one GPU
   bool mps = false;               // this device's contexts are shared through MPS (asked once)
-  // This rank stages stream-form calls with signal words (CHORUS_STAGING_SYNC=signals,
+  // This rank stages stream-form calls with signal flags (CHORUS_STAGING_SYNC=signals,
   // where the driver has them): no kernel of its spins on the GPU while it waits.
-  bool signal_words = false;
+  bool signal_flags = false;
 };
 
 // How a call went: run (enqueued), or declined by some rank (nothing was enqueued
@@ -68,18 +68,18 @@ struct IpcOutcome {
   bool ran = false;
   bool for_good = false;
   std::string why;
-  // Where it ran: a mark on the stream after the call's work (the Work waits for it).
-  std::shared_ptr<kernels::cuda::StreamMark> end;
+  // Where it ran: an event on the stream after the call's work (the Work waits for it).
+  std::shared_ptr<kernels::cuda::StreamEvent> end;
   // Where it ran: ranks found sharing a GPU without MPS ("ranks 0 and 1 share GPU-...
   // without MPS"; empty: none), the same text on every rank (from the offers).
   std::string time_sliced;
-  // Where it ran: every rank stages stream-form calls with signal words (from the offers).
+  // Where it ran: every rank stages stream-form calls with signal flags (from the offers).
   bool every_rank_signals = false;
-  // Where it ran: the streams ordered each other with words, else with events; the
-  // first call with events says why in `no_words` ("this rank: CHORUS_CUDA_IPC_SYNC=
+  // Where it ran: the streams ordered each other with flags, else with events; the
+  // first call with events says why in `no_flags` ("this rank: CHORUS_CUDA_IPC_SYNC=
   // events", "rank 1 offers none", ...).
-  bool words = false;
-  std::string no_words;
+  bool flags = false;
+  std::string no_flags;
 };
 
 // Runs `call` on `stream` (a cudaStream_t; null: the legacy default stream).

@@ -3,20 +3,20 @@
 // written; MID: all_reduce's slice is reduced; DONE: it reads no peer's buffer any
 // more) and its peers' streams wait for that signal; nothing spins on the GPU.
 //
-// Words (CHORUS_CUDA_IPC_SYNC=flags, the default, where every rank has them): each rank
-// has kSyncSlots x 3 words of its device memory (transport::cuda_ipc::IpcWords) that its
+// Flags (CHORUS_CUDA_IPC_SYNC=flags, the default, where every rank has them): each rank
+// has kSyncSlots x 3 flags in its device memory (transport::cuda_ipc::IpcFlags) that its
 // peers map. Call number `seq` (the same on every rank: the largest any rank offered)
-// signals phase f by writing seq into word (seq % kSyncSlots, f); a peer's stream waits
-// until that word has reached seq. Where ranks take turns on one GPU (no MPS), such a
+// signals phase f by writing seq into flag (seq % kSyncSlots, f); a peer's stream waits
+// until that flag has reached seq. Where ranks take turns on one GPU (no MPS), such a
 // wait hands the GPU over far faster than an interprocess event (docs/design/cuda_ipc.md).
 //   Why slots: a rank's successive calls may run on different streams, so a later call's
-//   write can land before an earlier one's; with one word per phase it would satisfy the
+//   write can land before an earlier one's; with one flag per phase it would satisfy the
 //   earlier call's waits too soon. Calls kSyncSlots apart share a slot, so before a call
 //   first writes its slot, its stream waits (in this process: a plain event) for the end
-//   of the last call that wrote it. A slot's value then only grows, and a word that has
+//   of the last call that wrote it. A slot's value then only grows, and a flag that has
 //   reached seq means call seq signalled.
 //
-// Events (where some rank has no words, or asked for them): each rank's three
+// Events (where some rank has no flags, or asked for them): each rank's three
 // interprocess events, one per phase, recorded on its stream; a peer's stream waits for
 // the record that the call's host messages announced. An event is recorded again only
 // after every peer's stream waited for its previous record (the messages in between
@@ -41,57 +41,57 @@ constexpr uint32_t kSyncSlots = 64;
 
 // This rank's side, kept between calls (made on first use).
 struct SyncState {
-  bool want_words = true;  // CHORUS_CUDA_IPC_SYNC=flags
+  bool want_flags = true;  // CHORUS_CUDA_IPC_SYNC=flags
   std::array<transport::cuda_ipc::IpcEvent, 3> events;
-  transport::cuda_ipc::IpcWords words;
-  std::string no_words;      // why this rank offers no words (empty: it does, or has not tried)
-  bool told_events = false;  // a call said why it used events (CallSync::NoWordsOnce)
+  transport::cuda_ipc::IpcFlags flags;
+  std::string no_flags;      // why this rank offers no flags (empty: it does, or has not tried)
+  bool told_events = false;  // a call said why it used events (CallSync::NoFlagsOnce)
   uint32_t next_seq = 1;
-  std::array<std::shared_ptr<kernels::cuda::StreamMark>, kSyncSlots> slot_end;  // the last call to write each slot
+  std::array<std::shared_ptr<kernels::cuda::StreamEvent>, kSyncSlots> slot_end;  // the last call to write each slot
   transport::cuda_ipc::PeerEvents peer_events;
 };
 
-// What a rank tells its peers: its events and, where it has them, its words.
+// What a rank tells its peers: its events and, where it has them, its flags.
 struct SyncOffer {
-  uint8_t has_words = 0;
+  uint8_t has_flags = 0;
   uint32_t next_seq = 0;
-  transport::cuda_ipc::ExportedBuffer words{};
+  transport::cuda_ipc::ExportedBuffer flags{};
   std::array<transport::cuda_ipc::ExportedEvent, 3> events{};
 };
 
-// This rank's offer, its events and words made on first use. An error: no events (this
-// rank cannot take part); words that cannot be made are only left out (no_words says why).
+// This rank's offer, its events and flags made on first use. An error: no events (this
+// rank cannot take part); flags that cannot be made are only left out (no_flags says why).
 Result<SyncOffer> MakeSyncOffer(SyncState& state);
 
 // One call's signals, from every rank's offer.
 class CallSync {
  public:
   CallSync(SyncState& state, const std::vector<SyncOffer>& offers, int rank);
-  bool words() const { return words_; }
-  // Makes peer p's signals reachable here (maps its words, or opens its events). Words
+  bool flags() const { return flags_; }
+  // Makes peer p's signals reachable here (maps its flags, or opens its events). Flags
   // that cannot be mapped are not offered again: later calls use events.
   Status Reach(int p, transport::cuda_ipc::PeerMappings& mappings, Deadline deadline);
-  // Signals `phase` on `stream` (in words, first guarding the slot: see above).
+  // Signals `phase` on `stream` (in flags, first guarding the slot: see above).
   Status Signal(SyncPhase phase, void* stream);
   // Makes `stream` wait for peer p's signal of `phase` (every peer's: WaitForPeers).
   Status WaitFor(int p, SyncPhase phase, void* stream);
   Status WaitForPeers(SyncPhase phase, void* stream);
-  // Where this call uses events and no call said why before: which ranks have no words
+  // Where this call uses events and no call said why before: which ranks have no flags
   // and why; else "" (made once, not on every call).
-  std::string NoWordsOnce();
+  std::string NoFlagsOnce();
   // The call's work on this rank ends at `end`: what later calls on its slot wait for.
   // Where the call signalled but enqueued nothing after (declined), `end` may be null:
-  // a mark is recorded on `stream`.
-  Status End(std::shared_ptr<kernels::cuda::StreamMark> end, void* stream);
+  // an event is recorded on `stream`.
+  Status End(std::shared_ptr<kernels::cuda::StreamEvent> end, void* stream);
 
  private:
   SyncState& state_;
   const std::vector<SyncOffer>& offers_;
   int rank_;
-  bool words_ = false;
+  bool flags_ = false;
   bool wrote_ = false;  // this call signalled on this rank
   uint32_t seq_ = 0;
-  std::vector<const uint32_t*> peer_words_;  // mapped, by rank (words only)
+  std::vector<const uint32_t*> peer_flags_;  // mapped, by rank (flags only)
 };
 
 }  // namespace chorus::algos

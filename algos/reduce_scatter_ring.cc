@@ -13,7 +13,7 @@
 // copies it again; a partial sum waiting here for its turn costs nothing (it is ready
 // a step before the peer wants it).
 //
-// On streamed device stand-ins (ctx.staging) every chunk of the send buffer is waited
+// On streamed bounce buffers (ctx.staging) every chunk of the send buffer is waited
 // for before it is sent or reduced, and each chunk of our block is reported final once
 // reduced into recv.
 #include <deque>

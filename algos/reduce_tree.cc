@@ -6,12 +6,12 @@
 // (leaves send straight from the send buffer).
 //
 // A parent posts its children's receives kChunksInFlight chunks ahead; a child sends
-// that many chunks unasked (none of kGrantAtBytes and more where a host runs more
-// ranks than it has cores) and each further one once its parent granted it (grants.h),
+// that many chunks unasked (none of kCreditAtBytes and more where a host runs more
+// ranks than it has cores) and each further one once its parent sent credit for it (credits.h),
 // which the parent does as it posts the receive. Without that a leaf would send its
 // whole buffer at once and most of it would wait in the parent's transport.
 //
-// On streamed device stand-ins (ctx.staging) each rank waits for a chunk of its input
+// On streamed bounce buffers (ctx.staging) each rank waits for a chunk of its input
 // before it sends or reduces it; the root reports each chunk final once reduced.
 #include <algorithm>
 #include <deque>
@@ -22,7 +22,7 @@
 #include "algos/buffer.h"
 #include "algos/chunking.h"
 #include "algos/collectives.h"
-#include "algos/grants.h"
+#include "algos/credits.h"
 #include "algos/pending_sends.h"
 #include "kernels/reduce.h"
 
@@ -30,7 +30,7 @@ namespace chorus::algos {
 namespace {
 
 // Chunks whose receives (one per child) are posted ahead of the one being reduced; as
-// many as a child sends before its parent granted any.
+// many as a child sends before its parent sent any credit.
 constexpr size_t kChunksInFlight = 2;
 
 struct PostedChunk {
@@ -74,7 +74,7 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
         if (!slot.ok()) return slot.status();
         pc.slots.push_back(*slot);
         pc.reqs.push_back(PostRecv(ctx, child, static_cast<uint32_t>(next_to_post), pool.data(*slot), c.count * es));
-        if (next_to_post >= unasked) Grant(ctx, sends, child, 0);  // the child may send it now
+        if (next_to_post >= unasked) SendCredit(ctx, sends, child, 0);  // the child may send it now
       }
       posted.push_back(std::move(pc));
       ++next_to_post;
@@ -82,15 +82,15 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
     };
     for (size_t i = 0; i < kChunksInFlight; ++i) CHORUS_RETURN_IF_ERROR(post_next());
 
-    GrantsFrom granted(ctx, tree.parent, 0, unasked);  // by the parent (none at the root)
+    CreditsFrom credited(ctx, tree.parent, 0, unasked);  // by the parent (none at the root)
     std::vector<const void*> inputs;
     for (size_t ci = 0; ci < nchunks; ++ci) {
       const Span c = ChunkOf(all, chunk_elems, ci);
       const char* own = At(send, c.offset, es);
       CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
       if (nchildren == 0) {
-        // A leaf: its own data goes up as it is, once granted.
-        CHORUS_RETURN_IF_ERROR(granted.Await(ci));
+        // A leaf: its own data goes up as it is, once credited.
+        CHORUS_RETURN_IF_ERROR(credited.Await(ci));
         sends.Post(tree.parent, static_cast<uint32_t>(ci), own, c.count * es);
         CHORUS_RETURN_IF_ERROR(sends.Reap());
         continue;
@@ -111,9 +111,9 @@ Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count
         OutputFinal(ctx, c.offset * es, c.count * es);
         for (int slot : pc.slots) pool.Release(slot);
       } else {
-        // The partial result goes to the parent once granted; its slot is reused once
+        // The partial result goes to the parent once credited; its slot is reused once
         // that send is done.
-        CHORUS_RETURN_IF_ERROR(granted.Await(ci));
+        CHORUS_RETURN_IF_ERROR(credited.Await(ci));
         pool.ReleaseAfter(pc.slots[0], sends.Post(tree.parent, static_cast<uint32_t>(ci), dst, c.count * es));
         for (size_t k = 1; k < nchildren; ++k) pool.Release(pc.slots[k]);
       }

@@ -160,7 +160,7 @@ std::string Selector::Predictions(Collective c, size_t bytes, int world_size) co
 Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const {
   std::string why_not;
   // Ranks taking turns on a GPU whose CUDA IPC calls hand it over with events.
-  const bool sliced_events = !where.gpu_time_sliced.empty() && !where.ipc_words;
+  const bool sliced_events = !where.gpu_time_sliced.empty() && !where.ipc_flags;
   if (world_size < 2) {
     why_not = "one rank";
   } else if (!where.all_on_this_host) {
@@ -175,7 +175,7 @@ Choice Selector::ChooseForDevice(Collective c, size_t bytes, int world_size, con
   } else if (sliced_events && where.stream_form && where.every_rank_signals &&
              bytes <= kTimeSlicedStreamStagedMaxBytes) {
     why_not = where.gpu_time_sliced + ", whose turns in time slices cost a CUDA IPC call more than staging up to " +
-              std::to_string(kTimeSlicedStreamStagedMaxBytes >> 10) + " KiB (stream form, signal words on every rank)";
+              std::to_string(kTimeSlicedStreamStagedMaxBytes >> 10) + " KiB (stream form, signal flags on every rank)";
   } else {
     return {Algorithm::kCudaIpc, "device buffers, all " + std::to_string(world_size) +
                                      " ranks on this host: CUDA IPC (each rank reads its peers' buffers directly)"};

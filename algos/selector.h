@@ -19,7 +19,7 @@ namespace chorus::algos {
 
 
 // Whether the algorithm waits for its input and reports its final output through the
-// staging hooks (context.h); device buffers are streamed through host stand-ins only
+// staging hooks (context.h); device buffers are streamed through host bounce buffers only
 // for those, and staged whole before and after the others.
 bool Streams(Collective c, Algorithm a);
 
@@ -45,25 +45,25 @@ struct DevicePlacement {
   std::string gpu_time_sliced;
   // The call is the stream form (enqueued on a CUDA stream), not the host form.
   bool stream_form = false;
-  // Every rank stages stream-form calls with signal words (no kernel spins on the GPU
+  // Every rank stages stream-form calls with signal flags (no kernel spins on the GPU
   // while a staged call waits), learnt with gpu_time_sliced.
   bool every_rank_signals = false;
-  // Calls through CUDA IPC order the ranks' streams with words (algos/cuda_ipc_sync.h),
+  // Calls through CUDA IPC order the ranks' streams with flags (algos/cuda_ipc_sync.h),
   // learnt from the last such call: handing a time-sliced GPU over is then cheap, and no
   // call is staged for it (docs/design/cuda_ipc.md).
-  bool ipc_words = false;
+  bool ipc_flags = false;
 };
 
 // Up to this many bytes a host-form call of ranks that share a GPU without MPS is
 // staged where CUDA IPC calls order the streams with interprocess events: their
 // processes' work takes turns on the GPU in time slices, and each CUDA IPC call waits
 // for its peers' streams across those turns, so small calls are faster staged. With
-// words (the default) CUDA IPC wins at every size and nothing is staged. Bytes;
+// flags (the default) CUDA IPC wins at every size and nothing is staged. Bytes;
 // measurements in docs/design/cuda_ipc.md.
 constexpr size_t kTimeSlicedStagedMaxBytes = 1 << 20;
-// The same for the stream form, where every rank stages it with signal words (bytes).
-// Behind the gate kernel (CHORUS_STAGING_SYNC=kernel) the stream form stays on CUDA IPC at
-// every size: the gate's spin takes whole turns from the peer's copies.
+// The same for the stream form, where every rank stages it with signal flags (bytes).
+// Behind the semaphore wait kernel (CHORUS_STAGING_SYNC=kernel) the stream form stays on CUDA IPC at
+// every size: the semaphore's spin takes whole turns from the peer's copies.
 constexpr size_t kTimeSlicedStreamStagedMaxBytes = 256 << 10;
 
 // all_gather on a power-of-two world of 4 ranks or more: recursive doubling up to this
@@ -80,7 +80,7 @@ class Selector {
   // gives every candidate's predicted time.
   Choice Choose(Collective c, size_t bytes, int world_size, bool explain = true) const;
   // A CUDA-stream call on device buffers: CUDA IPC where every rank is on this host,
-  // else what Choose picks, run on host stand-ins of the buffers.
+  // else what Choose picks, run on host bounce buffers.
   Choice ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const;
   // The hosts x ranks the selector weighs (what the hierarchical algorithms run on).
   const Topology& topology() const { return config_.model.topology; }

@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "chorus/transport_setup.h"
 #include "kernels/cuda/reduce_cuda.h"
-#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/signal_flags.h"
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
@@ -144,7 +144,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
     if (h.cores > 0 && h.ranks > h.cores) {
       tuning_.crowded_cores = true;
       if (rank_ == 0) CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks on " << h.cores
-                                        << " cores: large tree chunks wait for their grant");
+                                        << " cores: large tree chunks wait for their credit");
     }
   }
 
@@ -176,7 +176,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
 CommunicatorImpl::~CommunicatorImpl() {
   Status st = Shutdown();
   if (!st.ok()) CHORUS_WARN(st.ToString());
-  // The staging streams, events and gate go on the device they were made on.
+  // The staging streams, events and semaphore go on the device they were made on.
   if (device_ && device_->device() >= 0) {
     Result<kernels::cuda::DeviceGuard> on_device = kernels::cuda::DeviceGuard::Set(device_->device());
     device_.reset();
@@ -334,7 +334,7 @@ Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* 
   }
   return HostRun([this, ctx = *chosen, call, algorithm](const void* send, void* recv,
                                                        algos::StreamStaging* staging) mutable {
-    CollectiveCall on = call;  // the caller's buffers, or their host stand-ins
+    CollectiveCall on = call;  // the caller's buffers, or their host bounce buffers
     on.send = send;
     on.recv = recv;
     ctx.staging = staging;
@@ -434,7 +434,7 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
   std::lock_guard<std::mutex> lock(ipc_mu_);
   const algos::DevicePlacement where{
       local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_, caller_stream.has_value(),
-      time_sliced_signals_, ipc_words_};
+      time_sliced_signals_, ipc_flags_};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);
@@ -458,9 +458,9 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     per_device->state.always = config_.cuda_ipc == CudaIpcMode::kAlways;
     per_device->state.split_on_one_gpu = config_.cuda_ipc_one_gpu == CudaIpcOneGpu::kSplit;
     per_device->state.mps = kernels::cuda::MpsEnabled();
-    per_device->state.sync.want_words = config_.cuda_ipc_sync == CudaIpcSync::kFlags;
-    per_device->state.signal_words =
-        config_.staging_sync == StagingSync::kSignals && kernels::cuda::SignalWords::DriverHasThem();
+    per_device->state.sync.want_flags = config_.cuda_ipc_sync == CudaIpcSync::kFlags;
+    per_device->state.signal_flags =
+        config_.staging_sync == StagingSync::kSignals && kernels::cuda::SignalFlags::DriverHasThem();
   }
   void* stream = caller_stream.value_or(nullptr);
   if (!caller_stream) {  // the host form: the inputs are ready, no stream of the caller's to follow
@@ -491,17 +491,17 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
     return std::nullopt;
   }
   device_calls_ipc_.fetch_add(1);
-  if (out.value().words) device_calls_ipc_words_.fetch_add(1);
-  if (!out.value().no_words.empty()) {
-    CHORUS_INFO(what << ": CUDA IPC orders the ranks' streams with interprocess events, not words ("
-                     << out.value().no_words << ")");
+  if (out.value().flags) device_calls_ipc_flags_.fetch_add(1);
+  if (!out.value().no_flags.empty()) {
+    CHORUS_INFO(what << ": CUDA IPC orders the ranks' streams with interprocess events, not flags ("
+                     << out.value().no_flags << ")");
   }
-  ipc_words_ = out.value().words;
+  ipc_flags_ = out.value().flags;
   if (gpu_time_sliced_.empty() && !out.value().time_sliced.empty()) {
     gpu_time_sliced_ = out.value().time_sliced;
     time_sliced_signals_ = out.value().every_rank_signals;
-    if (ipc_words_) {
-      CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": the streams hand the GPU over with words, "
+    if (ipc_flags_) {
+      CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": the streams hand the GPU over with flags, "
                           << "so calls of every size keep CUDA IPC");
     } else {
       CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": host-form calls up to "
@@ -510,10 +510,10 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
                                                        std::to_string(algos::kTimeSlicedStreamStagedMaxBytes >> 10) +
                                                        " KiB,"
                                                  : "")
-                        << " are staged from now on (words or MPS avoid that)");
+                        << " are staged from now on (flags or MPS avoid that)");
     }
   }
-  return WorkUntilMark(out.value().end, config_.timeout_ms, what);
+  return WorkUntilEvent(out.value().end, config_.timeout_ms, what);
 }
 
 Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
@@ -527,7 +527,7 @@ Work CommunicatorImpl::Enqueue(const CollectiveCall& call, void* stream) {
 TrafficCounters CommunicatorImpl::Counters() const {
   TrafficCounters c = transport_ ? transport_->counters() : TrafficCounters{};
   c.device_calls_ipc = device_calls_ipc_.load();
-  c.device_calls_ipc_words = device_calls_ipc_words_.load();
+  c.device_calls_ipc_flags = device_calls_ipc_flags_.load();
   c.device_calls_staged = device_ ? device_->staged() : 0;
   c.device_calls_signalled = device_ ? device_->signalled() : 0;
   return c;
@@ -579,7 +579,7 @@ Status CommunicatorImpl::Shutdown() {
   shut_down_ = true;
   executor_.reset();  // finishes the async collectives already posted
   {
-    // Peers' streams may still wait on this rank's words or interprocess events and read
+    // Peers' streams may still wait on this rank's flags or interprocess events and read
     // its buffers: let the GPU finish before the barrier, after which they go.
     std::lock_guard<std::mutex> ipc_lock(ipc_mu_);
     for (const auto& [device, state] : ipc_) {
@@ -597,7 +597,7 @@ Status CommunicatorImpl::Shutdown() {
   transport_.reset();
   {
     // Every rank is past its calls: the CUDA IPC state goes, each on its own device
-    // (mappings, words and events belong to that device's context).
+    // (mappings, flags and events belong to that device's context).
     std::lock_guard<std::mutex> ipc_lock(ipc_mu_);
     for (auto& [device, state] : ipc_) {
       Result<kernels::cuda::DeviceGuard> on_device = kernels::cuda::DeviceGuard::Set(device);

@@ -68,7 +68,7 @@ class CommunicatorImpl {
   // algorithm, the deadline and the scratch cache.
   algos::Context NewContext(const CollectiveCall& call, algos::Algorithm algorithm);
   // Validates the call, picks the algorithm, takes the sequence number; the result
-  // runs the call on the buffers it is given (the caller's, or host stand-ins).
+  // runs the call on the buffers it is given (the caller's, or host bounce buffers).
   // Marks `io` streamed where the chosen algorithm uses the staging hooks. `call` may
   // be a window of `whole`, whose fingerprint it then carries (ranks that disagree on
   // the whole call fail at its first window, before anything is written).
@@ -129,10 +129,10 @@ class CommunicatorImpl {
   std::string ipc_declined_;    // why the ranks found CUDA IPC impossible for good (same on every rank)
   std::string ipc_turned_off_;  // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
   std::string gpu_time_sliced_;  // ranks sharing a GPU without MPS, from the first call through CUDA IPC
-  bool time_sliced_signals_ = false;  // ... and every rank stages stream-form calls with signal words
-  bool ipc_words_ = false;  // the last call through CUDA IPC ordered the streams with words
+  bool time_sliced_signals_ = false;  // ... and every rank stages stream-form calls with signal flags
+  bool ipc_flags_ = false;  // the last call through CUDA IPC ordered the streams with flags
   std::atomic<uint64_t> device_calls_ipc_{0};  // the staged ones: DeviceCalls::staged()
-  std::atomic<uint64_t> device_calls_ipc_words_{0};
+  std::atomic<uint64_t> device_calls_ipc_flags_{0};
   std::unique_ptr<Executor> executor_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;

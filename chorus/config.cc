@@ -217,10 +217,10 @@ const std::vector<Setting>& Table() {
                      "`auto` = `epoll`, driven by the threads that wait (lowest latency); `uring`: io_uring with "
                      "its own engine thread"));
     t.push_back(Int("CHORUS_NSOCKS_PERPEER", "integer", &Config::nsocks_per_peer, 1, 64,
-                    "TCP sockets per peer and lane; large messages are striped over them"));
+                    "TCP sockets per peer and channel; large messages are striped over them"));
     t.push_back(Int("CHORUS_TCP_LANES", "integer", &Config::tcp_lanes, 0, 8,
-                    "TCP lanes, each an engine thread with its own sockets, large messages cut across them; 0: a "
-                    "lane per core of each rank of the host, at most 8; the ranks use the fewest any asks for"));
+                    "TCP channels, each an engine thread with its own sockets, large messages cut across them; 0: a "
+                    "channel per core of each rank of the host, at most 8; the ranks use the fewest any asks for"));
     t.push_back(Text("CHORUS_SOCKET_IFNAME", &Config::socket_ifname, "(route to master)",
                      "`eth0`, `eth` (prefix), `=eth0` (exact), `^docker,lo` (exclude)",
                      "the interfaces TCP may use, as `NCCL_SOCKET_IFNAME`"));
@@ -239,7 +239,7 @@ const std::vector<Setting>& Table() {
                      "makes every rank use events"));
     t.push_back(Bytes("CHORUS_STAGING_WINDOW", &Config::staging_window_bytes, 4096, 0, true,
                       "all_reduce, broadcast and reduce above this run as consecutive calls of at most this size, "
-                      "so device buffers staged through host memory need pinned stand-ins this small; 0: no windows"));
+                      "so device buffers staged through host memory need pinned bounce buffers this small; 0: no windows"));
     t.push_back(Mode("CHORUS_STAGING_SYNC", &Config::staging_sync, kStagingSyncs,
                      "how a staged stream-form call holds the caller's stream: `signals` (every copy enqueued at "
                      "the call, waiting on signals in mapped host memory that the staging task writes) or `kernel` "

@@ -1,34 +1,34 @@
 // Collectives and send/recv on CUDA device buffers, run by the host algorithms through
 // staging copies (kernels/cuda/stream_ops.h).
 //
-// Stream form, NCCL's semantics: Enqueue() records a mark on the caller's stream,
-// holds the stream behind a gate, posts one task to the communicator's executor and
+// Stream form, NCCL's semantics: Enqueue() records an event on the caller's stream,
+// holds the stream behind a semaphore, posts one task to the communicator's executor and
 // returns. The task, in the order the calls were made:
-//   wait for the mark                          // the caller's inputs are written
+//   wait for the event                         // the caller's inputs are written
 //   copy the device inputs to pinned staging
 //   run the host operation on the staging      // the same algorithms as host buffers
 //   copy the results to the device outputs
-//   open the gate                              // work enqueued after the call runs
+//   release the semaphore                      // work enqueued after the call runs
 // For an algorithm that streams (algos::Streams: the ring all-reduce) the three middle
 // steps overlap (chorus/staging_pipeline.h): the input comes over in 2 MiB segments
 // that the algorithm waits for one by one, and each segment of the result goes back
 // as soon as it is final.
 // A large all_reduce, broadcast or reduce comes as several windows (StagedRuns, of at
-// most CHORUS_STAGING_WINDOW bytes): one mark and one gate for the call, the windows
-// staged one after the other through the same pinned stand-ins, so pinned memory
+// most CHORUS_STAGING_WINDOW bytes): one event and one semaphore for the call, the windows
+// staged one after the other through the same pinned bounce buffers, so pinned memory
 // stays bounded by the window, not the call.
-// The gate opens on failure too (the outputs are then undefined, as with NCCL); the
+// The semaphore is released on failure too (the outputs are then undefined, as with NCCL); the
 // Work carries the error, and a failed collective aborts the communicator as usual.
 //
-// With signal words instead (CHORUS_STAGING_SYNC=signals, where the driver has stream
+// With signal flags instead (CHORUS_STAGING_SYNC=signals, where the driver has stream
 // memory operations): Enqueue() puts every copy of every window on the streams at
-// once, input copies on a staging stream behind the caller's mark, result copies on
-// the caller's stream, each behind or before a word in mapped host memory
-// (signalled_staging.h has the schedule); the task only polls and stores those words.
+// once, input copies on a staging stream behind the caller's event, result copies on
+// the caller's stream, each behind or before a flag in mapped host memory
+// (signalled_staging.h has the schedule); the task only polls and stores those flags.
 // It makes no CUDA call, so nothing that holds CUDA's context lock while it waits for
 // the device (a kernel's first launch under lazy loading, a cudaFree) can stall it
 // behind its own call, and no kernel spins while the stream waits. Each window's input
-// copies wait (an event) for the previous window's last copy back, so the stand-ins
+// copies wait (an event) for the previous window's last copy back, so the bounce buffers
 // are reused only once the previous window's results left them.
 //
 // Host form given device buffers (detected): the same staging on the calling thread;
@@ -42,7 +42,7 @@
 //
 // Ranks that all share one host do not come here for collectives: CommunicatorImpl
 // runs those through CUDA IPC (algos/cuda_ipc_collectives.h) where every rank can, and
-// returns a Work from WorkUntilMark. Not yet: reductions on the GPU here (every
+// returns a Work from WorkUntilEvent. Not yet: reductions on the GPU here (every
 // byte goes device -> host -> wire -> host -> device, and the host reduces).
 #pragma once
 
@@ -67,7 +67,7 @@
 namespace chorus::internal {
 
 // A call staged in windows (collective_call.h's StagingWindows), one after the other
-// through the same pinned stand-ins, sized for the first (the largest): each window's
+// through the same pinned bounce buffers, sized for the first (the largest): each window's
 // buffers and its host operation. Most calls are one window.
 struct StagedWindow {
   DeviceIo io;
@@ -85,9 +85,9 @@ Status CheckStreamIo(const DeviceIo& io, const std::string& what);
 // The device of the call's buffers (none: the calling thread's current device).
 Result<int> DeviceOfIo(const DeviceIo& io);
 
-// A Work that ends when its stream reaches `mark`; Wait() past the timeout is an error
+// A Work that ends when its stream reaches `event`; Wait() past the timeout is an error
 // naming `what`.
-Work WorkUntilMark(std::shared_ptr<const kernels::cuda::StreamMark> mark, int64_t timeout_ms, std::string what);
+Work WorkUntilEvent(std::shared_ptr<const kernels::cuda::StreamEvent> event, int64_t timeout_ms, std::string what);
 
 class DeviceCalls {
  public:
@@ -98,7 +98,7 @@ class DeviceCalls {
   DeviceCalls(const DeviceCalls&) = delete;
   DeviceCalls& operator=(const DeviceCalls&) = delete;
 
-  // The stream form (see above), one gate for all of the call's windows (each has at
+  // The stream form (see above), one semaphore for all of the call's windows (each has at
   // most `timeout_ms`); `what` names the call in errors. The runs have taken their
   // sequence numbers: when the call cannot be enqueued after all, `broken` is called
   // with the reason (the communicator aborts: its peers wait for the call).
@@ -111,7 +111,7 @@ class DeviceCalls {
   int device() const;
   // Calls staged so far (every form).
   uint64_t staged() const { return staged_.load(); }
-  // Of those, stream-form calls staged with signal words.
+  // Of those, stream-form calls staged with signal flags.
   uint64_t signalled() const { return signalled_.load(); }
   // The host form with device buffers, on the calling thread, each window within
   // `timeout_ms`; `on_executor` where that is the executor's (a queued host-form call:
@@ -120,13 +120,13 @@ class DeviceCalls {
 
  private:
   struct Staging;  // two copy streams (to the host, back) and two pinned buffers, grown on demand
-  struct HostBuffers {  // a call's pinned stand-ins (send may point into recv's: aliased calls)
+  struct HostBuffers {  // a call's pinned bounce buffers (send may point into recv's: aliased calls)
     char* send = nullptr;
     char* recv = nullptr;
   };
-  Status Init(int device);  // the gate and both staging sets, on first use, on `device` (res_ set once done)
-  // Enqueue with signal words (CHORUS_STAGING_SYNC=signals), mu_ held: every window's
-  // copies go on the streams now, behind and before words the task only polls and
+  Status Init(int device);  // the semaphore and both staging sets, on first use, on `device` (res_ set once done)
+  // Enqueue with signal flags (CHORUS_STAGING_SYNC=signals), mu_ held: every window's
+  // copies go on the streams now, behind and before flags the task only polls and
   // stores (signalled_staging.h); `fail` reports a call that cannot be enqueued.
   Work EnqueueSignalled(void* stream, StagedRuns windows, Executor& executor, int64_t timeout_ms, std::string what,
                         const std::function<Work(const Status&)>& fail);
@@ -135,7 +135,7 @@ class DeviceCalls {
   static Status StageAll(Staging& s, const StagedRuns& windows, const HostBuffers& host, int64_t timeout_ms);
 
   const bool signals_;
-  std::mutex mu_;         // Init, next_seq_, the gate, the signal words' numbers
+  std::mutex mu_;         // Init, next_seq_, the semaphore, the signal flags' numbers
   std::mutex caller_mu_;  // the caller-thread staging set
   Status init_error_;
   uint64_t next_seq_ = 0;

@@ -8,44 +8,44 @@ namespace chorus::internal {
 namespace {
 
 // The input's copies, enqueued at the call in w.in_order on one stream: a segment's
-// ticket is its place in that order, and its copy is done once its IN word holds the
+// ticket is its place in that order, and its copy is done once its IN flag holds the
 // window's seq (and so, the stream being in order, are all before it: what CopyEngine
 // promises).
 class SignalledInput final : public CopyEngine {
  public:
-  SignalledInput(const SignalView& words, const SignalledWindow& w, const char* host)
-      : words_(words), w_(w), host_(host), place_(w.in_order.size()) {
+  SignalledInput(const SignalView& flags, const SignalledWindow& w, const char* host)
+      : flags_(flags), w_(w), host_(host), place_(w.in_order.size()) {
     for (size_t i = 0; i < w.in_order.size(); ++i) place_[w.in_order[i]] = i;
   }
   Result<uint64_t> Start(void* dst, const void*, size_t) override {
     return place_[static_cast<size_t>((static_cast<const char*>(dst) - host_) / w_.segment)];
   }
   Status Wait(uint64_t ticket, Deadline deadline) override {
-    return words_.WaitFor(words_.In(w_.in_order[ticket]), w_.seq, deadline, "the input's copy to the host");
+    return flags_.WaitFor(flags_.In(w_.in_order[ticket]), w_.seq, deadline, "the input's copy to the host");
   }
 
  private:
-  const SignalView& words_;
+  const SignalView& flags_;
   const SignalledWindow& w_;
   const char* host_;
   std::vector<uint64_t> place_;  // segment -> its place in w.in_order
 };
 
 // The results' copies, enqueued at the call on the caller's stream, each behind its
-// segment's OUT word: starting one is setting the word. The stream does the copy; the
-// next window's input waits for it (CHAIN), so there is nothing to wait for here.
+// segment's OUT flag: starting one is setting the flag. The stream does the copy; the
+// next window's input waits for it (LANDED), so there is nothing to wait for here.
 class SignalledOutput final : public CopyEngine {
  public:
-  SignalledOutput(const SignalView& words, const SignalledWindow& w, const char* device)
-      : words_(words), w_(w), device_(device) {}
+  SignalledOutput(const SignalView& flags, const SignalledWindow& w, const char* device)
+      : flags_(flags), w_(w), device_(device) {}
   Result<uint64_t> Start(void* dst, const void*, size_t) override {
-    words_.Store(words_.Out(static_cast<size_t>((static_cast<const char*>(dst) - device_) / w_.segment)), w_.seq);
+    flags_.Store(flags_.Out(static_cast<size_t>((static_cast<const char*>(dst) - device_) / w_.segment)), w_.seq);
     return ++started_;
   }
   Status Wait(uint64_t, Deadline) override { return Status::Ok(); }
 
  private:
-  const SignalView& words_;
+  const SignalView& flags_;
   const SignalledWindow& w_;
   const char* device_;
   uint64_t started_ = 0;
@@ -74,22 +74,22 @@ SignalledWindow PlanWindow(const DeviceIo& io, uint32_t seq, size_t base, size_t
   return w;
 }
 
-void ReleaseWindow(const SignalView& words, const SignalledWindow& w) {
-  for (size_t k = 0; k < w.out_segments; ++k) words.Store(words.Out(k), w.seq);
-  words.Store(SignalView::kDone, w.seq);
+void ReleaseWindow(const SignalView& flags, const SignalledWindow& w) {
+  for (size_t k = 0; k < w.out_segments; ++k) flags.Store(flags.Out(k), w.seq);
+  flags.Store(SignalView::kDone, w.seq);
 }
 
-Status RunSignalledWindow(const SignalView& words, const SignalledWindow& w, const DeviceIo& io, const HostRun& run,
+Status RunSignalledWindow(const SignalView& flags, const SignalledWindow& w, const DeviceIo& io, const HostRun& run,
                           char* host_send, char* host_recv, Deadline deadline) {
   Status st = Status::Ok();
   if (!io.streamed) {
     for (size_t k : w.in_order) {
-      if (st.ok()) st = words.WaitFor(words.In(k), w.seq, deadline, "the input's copy to the host");
+      if (st.ok()) st = flags.WaitFor(flags.In(k), w.seq, deadline, "the input's copy to the host");
     }
     if (st.ok()) st = run(host_send, host_recv, nullptr);
   } else {
-    SignalledInput in(words, w, host_send);
-    SignalledOutput out(words, w, static_cast<const char*>(io.recv));
+    SignalledInput in(flags, w, host_send);
+    SignalledOutput out(flags, w, static_cast<const char*>(io.recv));
     StagingPipeline pipeline(in, out, w.segment, deadline);
     st = pipeline.BeginInput(host_send, io.send, io.send_bytes);
     pipeline.SetOutput(io.recv, host_recv, io.recv_bytes);
@@ -97,7 +97,7 @@ Status RunSignalledWindow(const SignalView& words, const SignalledWindow& w, con
     Status done = pipeline.Finish(st.ok());
     if (st.ok()) st = done;
   }
-  ReleaseWindow(words, w);  // failed or not: the caller's stream goes on (DONE: the stand-ins are free)
+  ReleaseWindow(flags, w);  // failed or not: the caller's stream goes on (DONE: the bounce buffers are free)
   return st;
 }
 

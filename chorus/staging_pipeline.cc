@@ -114,7 +114,7 @@ Status StagingPipeline::Finish(bool ok) {
   if (ok) {
     for (size_t seg = 0; seg < started_.size(); ++seg) StartOutput(seg);
   }
-  // Wait even after a failure: a copy in flight still reads or writes the stand-ins.
+  // Wait even after a failure: a copy in flight still reads or writes the bounce buffers.
   Status st = error_;
   if (in_any_) {
     Status w = in_.Wait(in_last_, deadline_);

@@ -1,4 +1,4 @@
-// Streams one call's device buffers through host stand-ins while the algorithm runs
+// Streams one call's device buffers through host bounce buffers while the algorithm runs
 // (algos::StreamStaging): the input goes device -> host in segments, in the order the
 // algorithm reads them (InputOrder, else its first wait first, then address order),
 // and it waits for them one by one; each segment of the result goes host -> device
@@ -22,7 +22,7 @@
 
 namespace chorus::internal {
 
-// Runs the host operation on host stand-ins of (send, recv); `staging` is set where
+// Runs the host operation on host bounce buffers of (send, recv); `staging` is set where
 // they are streamed (DeviceIo::streamed), else null.
 using HostRun = std::function<Status(const void* send, void* recv, algos::StreamStaging* staging)>;
 
@@ -64,7 +64,7 @@ class StagingPipeline final : public algos::StreamStaging {
 
   // After the algorithm returned. `ok`: copies back what was never reported final
   // (nothing, for a correct algorithm), then waits for every copy. Not ok: the results
-  // are undefined; only waits for the copies in flight (the stand-ins are reused).
+  // are undefined; only waits for the copies in flight (the bounce buffers are reused).
   Status Finish(bool ok);
 
  private:

@@ -252,8 +252,8 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     std::vector<transport::PeerAddress> addresses;
     for (const PeerInfo& p : out.peers) {
       const rendezvous::HostShare& h = shares.at(p.host_id);
-      const int lanes = p.tcp_lanes > 0 ? p.tcp_lanes : transport::AutoLanes(h.cores, h.ranks);
-      addresses.push_back({p.tcp_address, p.hostname, lanes});
+      const int channels = p.tcp_lanes > 0 ? p.tcp_lanes : transport::AutoChannels(h.cores, h.ranks);
+      addresses.push_back({p.tcp_address, p.hostname, channels});
     }
     CHORUS_RETURN_IF_ERROR(tcp->Connect(addresses, deadline));
     network = std::move(tcp);

@@ -42,11 +42,11 @@ struct TrafficCounters {
   // of one host reading each other's buffers), or staged through host memory.
   uint64_t device_calls_ipc = 0;
   uint64_t device_calls_staged = 0;
-  // Of the CUDA IPC ones, those whose streams ordered each other with words of device
+  // Of the CUDA IPC ones, those whose streams ordered each other with flags of device
   // memory (CHORUS_CUDA_IPC_SYNC=flags) rather than interprocess events.
-  uint64_t device_calls_ipc_words = 0;
-  // Of the staged ones, the stream-form calls staged with signal words
-  // (CHORUS_STAGING_SYNC=signals) rather than behind the gate kernel.
+  uint64_t device_calls_ipc_flags = 0;
+  // Of the staged ones, the stream-form calls staged with signal flags
+  // (CHORUS_STAGING_SYNC=signals) rather than behind the semaphore wait kernel.
   uint64_t device_calls_signalled = 0;
 };
 

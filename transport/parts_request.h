@@ -1,5 +1,5 @@
 // A Request made of parts posted separately (one message cut into pieces that travel
-// on different lanes): finished once every part is, with the first part's error.
+// on different channels): finished once every part is, with the first part's error.
 #pragma once
 
 #include <string>

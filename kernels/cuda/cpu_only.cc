@@ -11,7 +11,7 @@
 
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
-#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/signal_flags.h"
 #include "kernels/cuda/stream_ops.h"
 
 #ifndef CHORUS_NO_CUDA_REASON
@@ -136,47 +136,47 @@ Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
 }
 PinnedBuffer::~PinnedBuffer() = default;
 
-Result<StreamMark> StreamMark::Record(void*) { return BuiltWithoutCuda("a mark on a CUDA stream"); }
-StreamMark::~StreamMark() = default;
-Status StreamMark::Wait(Deadline, const char* what) const {
+Result<StreamEvent> StreamEvent::Record(void*) { return BuiltWithoutCuda("an event on a CUDA stream"); }
+StreamEvent::~StreamEvent() = default;
+Status StreamEvent::Wait(Deadline, const char* what) const {
   return BuiltWithoutCuda(std::string("waiting for ") + what);
 }
-bool StreamMark::Reached() const { return true; }  // none is ever recorded
-Status StreamMark::EnqueueWaitOn(void*) const { return BuiltWithoutCuda("a CUDA stream waiting for a mark"); }
+bool StreamEvent::Reached() const { return true; }  // none is ever recorded
+Status StreamEvent::EnqueueWaitOn(void*) const { return BuiltWithoutCuda("a CUDA stream waiting for an event"); }
 
-Result<StreamGate> StreamGate::Create() { return BuiltWithoutCuda("a stream gate"); }
-StreamGate::~StreamGate() = default;
-Status StreamGate::Hold(void*, uint64_t, int64_t) const { return BuiltWithoutCuda("holding a CUDA stream"); }
-void StreamGate::Open(uint64_t) const {}  // none is ever created
-bool StreamGate::Expired(uint64_t) const { return false; }
+Result<StreamSemaphore> StreamSemaphore::Create() { return BuiltWithoutCuda("a stream semaphore"); }
+StreamSemaphore::~StreamSemaphore() = default;
+Status StreamSemaphore::EnqueueWait(void*, uint64_t, int64_t) const { return BuiltWithoutCuda("holding a CUDA stream"); }
+void StreamSemaphore::Release(uint64_t) const {}  // none is ever created
+bool StreamSemaphore::Expired(uint64_t) const { return false; }
 
 Result<CopyStream> CopyStream::Create() { return BuiltWithoutCuda("a CUDA stream for staging copies"); }
 Status CopyStream::Copy(void*, const void*, size_t bytes, Deadline) const {
   return BuiltWithoutCuda("a staging copy of " + Bytes(bytes));
 }
-Result<StreamMark> CopyStream::Start(void*, const void*, size_t bytes) const {
+Result<StreamEvent> CopyStream::Start(void*, const void*, size_t bytes) const {
   return BuiltWithoutCuda("a staging copy of " + Bytes(bytes));
 }
 
-// signal_words.h
+// signal_flags.h
 
-Status EnqueueWriteWord(void*, void*, uint32_t) { return BuiltWithoutCuda("a stream write of a signal word"); }
-Status EnqueueWaitWordReached(void*, const void*, uint32_t) {
-  return BuiltWithoutCuda("a stream wait on a signal word");
+Status EnqueueWriteFlag(void*, void*, uint32_t) { return BuiltWithoutCuda("a stream write of a signal flag"); }
+Status EnqueueWaitFlagReached(void*, const void*, uint32_t) {
+  return BuiltWithoutCuda("a stream wait on a signal flag");
 }
-Result<SignalWords> SignalWords::Create(size_t count) {
-  return BuiltWithoutCuda(std::to_string(count) + " signal words");
+Result<SignalFlags> SignalFlags::Create(size_t count) {
+  return BuiltWithoutCuda(std::to_string(count) + " signal flags");
 }
-bool SignalWords::DriverHasThem() { return false; }
-SignalWords::~SignalWords() = default;
-Status SignalWords::EnqueueWrite(void*, size_t, uint32_t) const {
-  return BuiltWithoutCuda("a stream write of a signal word");
+bool SignalFlags::DriverHasThem() { return false; }
+SignalFlags::~SignalFlags() = default;
+Status SignalFlags::EnqueueWrite(void*, size_t, uint32_t) const {
+  return BuiltWithoutCuda("a stream write of a signal flag");
 }
-Status SignalWords::EnqueueWait(void*, size_t, uint32_t) const {
-  return BuiltWithoutCuda("a stream wait on a signal word");
+Status SignalFlags::EnqueueWait(void*, size_t, uint32_t) const {
+  return BuiltWithoutCuda("a stream wait on a signal flag");
 }
-Status SignalWords::EnqueueWaitReached(void*, size_t, uint32_t) const {
-  return BuiltWithoutCuda("a stream wait on a signal word");
+Status SignalFlags::EnqueueWaitReached(void*, size_t, uint32_t) const {
+  return BuiltWithoutCuda("a stream wait on a signal flag");
 }
 
 }  // namespace chorus::kernels::cuda

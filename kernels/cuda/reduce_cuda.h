@@ -26,8 +26,8 @@ bool BuiltWithCuda();
 // Loads every kernel of chorus's onto the current device now. Under CUDA's lazy
 // loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) a kernel's first
 // launch loads its module under the context's lock and waits for the device to drain:
-// launched while a staged call holds a stream (its gate) it would wait for that call,
-// and the call's copies for the lock. Done once per device before any gate is held.
+// launched while a staged call holds a stream (its semaphore) it would wait for that call,
+// and the call's copies for the lock. Done once per device before any semaphore is held.
 Status LoadKernels();
 
 // dst[i] = a[i] op b[i]; dst may equal a or b. AVG is SUM here (ScaleForAvg divides once).

@@ -26,21 +26,21 @@ Status PollQuery(Query query, Deadline deadline, const std::string& what) {
   return CudaError(what, e);
 }
 
-// Words of a stream gate: the counter the host opens, then a ring of the seqs whose
-// gate gave up, each at its own slot (seq % kExpirySlots), so one call's verdict never
-// depends on another gate's timing.
+// Slots of a stream semaphore: the counter the host sets, then a ring of the seqs whose
+// semaphore gave up, each at its own slot (seq % kExpirySlots), so one call's verdict never
+// depends on another semaphore's timing.
 constexpr int kExpirySlots = 64;
 
-// Returns once words[0] >= seq, or after timeout_ns of the GPU's global timer; then
+// Returns once slots[0] >= seq, or after timeout_ns of the GPU's global timer; then
 // writes seq into its slot, so that the host learns the stream went on without it.
-__global__ void GateKernel(volatile unsigned long long* words, unsigned long long seq, unsigned long long timeout_ns) {
+__global__ void SemaphoreWaitKernel(volatile unsigned long long* slots, unsigned long long seq, unsigned long long timeout_ns) {
   unsigned long long start;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  while (words[0] < seq) {
+  while (slots[0] < seq) {
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     if (now - start > timeout_ns) {
-      words[1 + seq % kExpirySlots] = seq;
+      slots[1 + seq % kExpirySlots] = seq;
       __threadfence_system();
       return;
     }
@@ -81,9 +81,9 @@ PinnedBuffer::~PinnedBuffer() {
   if (ptr_) cudaFreeHost(ptr_);
 }
 
-Result<StreamMark> StreamMark::Record(void* stream) {
+Result<StreamEvent> StreamEvent::Record(void* stream) {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
-  StreamMark m;
+  StreamEvent m;
   cudaEvent_t e = nullptr;
   CHORUS_RETURN_IF_ERROR(CudaError("cudaEventCreateWithFlags", cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
   m.event_ = e;
@@ -92,11 +92,11 @@ Result<StreamMark> StreamMark::Record(void* stream) {
   return std::move(m);
 }
 
-StreamMark::~StreamMark() {
+StreamEvent::~StreamEvent() {
   if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
 }
 
-Status StreamMark::Wait(Deadline deadline, const char* what) const {
+Status StreamEvent::Wait(Deadline deadline, const char* what) const {
   auto e = static_cast<cudaEvent_t>(event_);
   return PollQuery([e] { return cudaEventQuery(e); }, deadline, what);
 }
@@ -173,75 +173,75 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) cudaSetDevice(previous_);
 }
 
-Status StreamMark::EnqueueWaitOn(void* stream) const {
-  return CudaError("cudaStreamWaitEvent (a stream waits for another's mark)",
+Status StreamEvent::EnqueueWaitOn(void* stream) const {
+  return CudaError("cudaStreamWaitEvent (a stream waits for another's event)",
                    cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0));
 }
 
-bool StreamMark::Reached() const {
+bool StreamEvent::Reached() const {
   return event_ == nullptr || cudaEventQuery(static_cast<cudaEvent_t>(event_)) != cudaErrorNotReady;
 }
 
-Result<StreamGate> StreamGate::Create() {
+Result<StreamSemaphore> StreamSemaphore::Create() {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
-  StreamGate g;
+  StreamSemaphore g;
   void* p = nullptr;
   CHORUS_RETURN_IF_ERROR(CudaError(
-      "cudaHostAlloc of the stream gate's words",
+      "cudaHostAlloc of the stream semaphore's slots",
       cudaHostAlloc(&p, (1 + kExpirySlots) * sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable)));
-  g.words_ = static_cast<volatile unsigned long long*>(p);
-  for (int i = 0; i <= kExpirySlots; ++i) g.words_[i] = 0;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaHostGetDevicePointer of the stream gate's words",
-                                   cudaHostGetDevicePointer(&g.device_words_, p, 0)));
+  g.slots_ = static_cast<volatile unsigned long long*>(p);
+  for (int i = 0; i <= kExpirySlots; ++i) g.slots_[i] = 0;
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaHostGetDevicePointer of the stream semaphore's slots",
+                                   cudaHostGetDevicePointer(&g.device_slots_, p, 0)));
   cudaEvent_t e = nullptr;
   CHORUS_RETURN_IF_ERROR(
-      CudaError("cudaEventCreateWithFlags (stream gate)", cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
+      CudaError("cudaEventCreateWithFlags (stream semaphore)", cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
   g.last_ = e;
   // Loaded now, not at its first launch (see LoadKernels in reduce_cuda.h).
   cudaFuncAttributes attr{};
-  CHORUS_RETURN_IF_ERROR(CudaError("loading the stream gate kernel",
-                                   cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&GateKernel))));
+  CHORUS_RETURN_IF_ERROR(CudaError("loading the stream semaphore wait kernel",
+                                   cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&SemaphoreWaitKernel))));
   return std::move(g);
 }
 
-StreamGate::~StreamGate() {
-  if (words_ == nullptr) return;
-  __atomic_store_n(const_cast<unsigned long long*>(&words_[0]), ~0ull, __ATOMIC_RELEASE);  // every gate opens
+StreamSemaphore::~StreamSemaphore() {
+  if (slots_ == nullptr) return;
+  __atomic_store_n(const_cast<unsigned long long*>(&slots_[0]), ~0ull, __ATOMIC_RELEASE);  // every semaphore is released
   if (last_ != nullptr) {
-    // The last gate held (and, on its stream, everything before it) is done before the
-    // words go; bounded: a stream stuck on other work keeps them (a leak of 520 bytes).
+    // The last semaphore held (and, on its stream, everything before it) is done before the
+    // slots go; bounded: a stream stuck on other work keeps them (a leak of 520 bytes).
     const bool done = PollQuery([e = static_cast<cudaEvent_t>(last_)] { return cudaEventQuery(e); },
-                                Deadline::AfterMs(10000), "the last stream gate")
+                                Deadline::AfterMs(10000), "the last stream semaphore")
                           .ok();
     cudaEventDestroy(static_cast<cudaEvent_t>(last_));
     if (!done) return;
   }
-  cudaFreeHost(const_cast<unsigned long long*>(words_));
+  cudaFreeHost(const_cast<unsigned long long*>(slots_));
 }
 
-Status StreamGate::Hold(void* stream, uint64_t seq, int64_t timeout_ms) const {
+Status StreamSemaphore::EnqueueWait(void* stream, uint64_t seq, int64_t timeout_ms) const {
   unsigned long long timeout_ns = static_cast<unsigned long long>(timeout_ms) * 1000000ull;
   unsigned long long s = seq;
-  void* words = device_words_;
-  void* args[] = {&words, &s, &timeout_ns};
+  void* slots = device_slots_;
+  void* args[] = {&slots, &s, &timeout_ns};
   auto st = static_cast<cudaStream_t>(stream);
   // cudaLaunchKernel reports this launch's own error (not one left over on the thread).
   CHORUS_RETURN_IF_ERROR(
-      CudaError("launching the stream gate kernel",
-                cudaLaunchKernel(reinterpret_cast<const void*>(&GateKernel), dim3(1), dim3(1), args, 0, st)));
+      CudaError("launching the stream semaphore wait kernel",
+                cudaLaunchKernel(reinterpret_cast<const void*>(&SemaphoreWaitKernel), dim3(1), dim3(1), args, 0, st)));
   // Only a failed launch is an error (then nothing waits for seq). The event only lets
-  // destruction wait for the last gate; without it, destruction waits less.
+  // destruction wait for the last semaphore; without it, destruction waits less.
   if (cudaEventRecord(static_cast<cudaEvent_t>(last_), st) != cudaSuccess) cudaGetLastError();
   return Status::Ok();
 }
 
-void StreamGate::Open(uint64_t seq) const {
+void StreamSemaphore::Release(uint64_t seq) const {
   // Everything this thread wrote before (the copies' waits returned) happens before.
-  __atomic_store_n(const_cast<unsigned long long*>(&words_[0]), static_cast<unsigned long long>(seq), __ATOMIC_RELEASE);
+  __atomic_store_n(const_cast<unsigned long long*>(&slots_[0]), static_cast<unsigned long long>(seq), __ATOMIC_RELEASE);
 }
 
-bool StreamGate::Expired(uint64_t seq) const {
-  return __atomic_load_n(const_cast<unsigned long long*>(&words_[1 + seq % kExpirySlots]), __ATOMIC_ACQUIRE) == seq;
+bool StreamSemaphore::Expired(uint64_t seq) const {
+  return __atomic_load_n(const_cast<unsigned long long*>(&slots_[1 + seq % kExpirySlots]), __ATOMIC_ACQUIRE) == seq;
 }
 
 Result<CopyStream> CopyStream::Create() {
@@ -261,13 +261,13 @@ Status CopyStream::Copy(void* dst, const void* src, size_t bytes, Deadline deadl
   return PollQuery([s] { return cudaStreamQuery(s); }, deadline, what);
 }
 
-Result<StreamMark> CopyStream::Start(void* dst, const void* src, size_t bytes) const {
+Result<StreamEvent> CopyStream::Start(void* dst, const void* src, size_t bytes) const {
   auto s = static_cast<cudaStream_t>(stream_.get());
   if (bytes > 0) {
     CHORUS_RETURN_IF_ERROR(CudaError("cudaMemcpyAsync (staging copy of " + std::to_string(bytes) + " bytes)",
                                      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)));
   }
-  return StreamMark::Record(s);
+  return StreamEvent::Record(s);
 }
 
 }  // namespace chorus::kernels::cuda

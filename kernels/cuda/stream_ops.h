@@ -1,14 +1,14 @@
 // What the device-buffer path of the API needs from CUDA, without CUDA headers in the
-// caller: where a pointer lives, pinned host memory, marks on a user's stream, a gate
+// caller: where a pointer lives, pinned host memory, events on a user's stream, a semaphore
 // that holds a user's stream until the host opens it, and copies on a private stream
 // that the host waits for with a deadline. Streams are cudaStream_t passed as void*
 // (null: the legacy default stream).
 //
 // The stream semantics they build (chorus/device_calls.h), NCCL's: a call enqueues
-//   user stream:   ... | mark | gate(seq) | ...later work...
-// and returns; a host thread waits for the mark (the inputs are ready), stages the
+//   user stream:   ... | event | wait(seq) | ...later work...
+// and returns; a host thread waits for the event (the inputs are ready), stages the
 // inputs to host memory, runs the host algorithm, copies the results back, then opens
-// the gate: work the caller enqueues after the call sees the results.
+// the semaphore: work the caller enqueues after the call sees the results.
 #pragma once
 
 #include <cstddef>
@@ -95,65 +95,65 @@ class PinnedBuffer {
 };
 
 // An event recorded on a stream: "everything enqueued on it so far".
-class StreamMark {
+class StreamEvent {
  public:
-  StreamMark() = default;
-  static Result<StreamMark> Record(void* stream);
-  ~StreamMark();
-  StreamMark(StreamMark&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
-  StreamMark& operator=(StreamMark&& o) noexcept {
+  StreamEvent() = default;
+  static Result<StreamEvent> Record(void* stream);
+  ~StreamEvent();
+  StreamEvent(StreamEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  StreamEvent& operator=(StreamEvent&& o) noexcept {
     std::swap(event_, o.event_);
     return *this;
   }
-  StreamMark(const StreamMark&) = delete;
-  StreamMark& operator=(const StreamMark&) = delete;
-  // Until the stream reached the mark; a timeout error names `what` past the deadline.
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  // Until the stream reached the event; a timeout error names `what` past the deadline.
   Status Wait(Deadline deadline, const char* what) const;
-  // Whether the stream reached the mark or failed (Wait then says how); never blocks.
+  // Whether the stream reached the event or failed (Wait then says how); never blocks.
   bool Reached() const;
-  // Makes `stream`'s later work wait for the mark (cudaStreamWaitEvent).
+  // Makes `stream`'s later work wait for the event (cudaStreamWaitEvent).
   Status EnqueueWaitOn(void* stream) const;
 
  private:
   void* event_ = nullptr;
 };
 
-// Holds streams behind a counter in pinned, device-mapped host memory: Hold(stream, seq)
-// enqueues a one-thread kernel that returns once the counter reaches seq; Open(seq)
-// sets the counter. Seqs are opened in increasing order. The kernel gives up by itself
+// Holds streams behind a counter in pinned, device-mapped host memory: EnqueueWait(stream, seq)
+// enqueues a one-thread kernel that returns once the counter reaches seq; Release(seq)
+// sets the counter. Seqs are released in increasing order. The kernel gives up by itself
 // after its timeout, so a stream is never held forever, whatever happens to the host;
-// a gate that gave up says so (Expired), so the call it held fails instead of letting
+// a semaphore that gave up says so (Expired), so the call it held fails instead of letting
 // the stream run on over outputs that were never written. Destruction opens every
-// gate and waits (bounded) for the last one held before freeing the words they read.
-class StreamGate {
+// semaphore and waits (bounded) for the last one held before freeing the slots they read.
+class StreamSemaphore {
  public:
-  StreamGate() = default;
-  static Result<StreamGate> Create();
-  ~StreamGate();
-  StreamGate(StreamGate&& o) noexcept
-      : words_(std::exchange(o.words_, nullptr)),
-        device_words_(std::exchange(o.device_words_, nullptr)),
+  StreamSemaphore() = default;
+  static Result<StreamSemaphore> Create();
+  ~StreamSemaphore();
+  StreamSemaphore(StreamSemaphore&& o) noexcept
+      : slots_(std::exchange(o.slots_, nullptr)),
+        device_slots_(std::exchange(o.device_slots_, nullptr)),
         last_(std::exchange(o.last_, nullptr)) {}
-  StreamGate& operator=(StreamGate&& o) noexcept {
-    std::swap(words_, o.words_);
-    std::swap(device_words_, o.device_words_);
+  StreamSemaphore& operator=(StreamSemaphore&& o) noexcept {
+    std::swap(slots_, o.slots_);
+    std::swap(device_slots_, o.device_slots_);
     std::swap(last_, o.last_);
     return *this;
   }
-  StreamGate(const StreamGate&) = delete;
-  StreamGate& operator=(const StreamGate&) = delete;
+  StreamSemaphore(const StreamSemaphore&) = delete;
+  StreamSemaphore& operator=(const StreamSemaphore&) = delete;
 
   // Not thread-safe: one caller at a time (DeviceCalls holds its lock).
-  Status Hold(void* stream, uint64_t seq, int64_t timeout_ms) const;
-  void Open(uint64_t seq) const;
-  // Whether the gate of `seq` gave up before it was opened (its own slot of 64: exact
-  // while fewer than 64 later gates are held).
+  Status EnqueueWait(void* stream, uint64_t seq, int64_t timeout_ms) const;
+  void Release(uint64_t seq) const;
+  // Whether the semaphore of `seq` gave up before it was released (its own slot of 64: exact
+  // while fewer than 64 later semaphores are held).
   bool Expired(uint64_t seq) const;
 
  private:
-  volatile unsigned long long* words_ = nullptr;  // [0] the counter, [1 + seq % 64] seqs that gave up
-  void* device_words_ = nullptr;                  // the same words, as the gate kernel sees them
-  void* last_ = nullptr;                          // event recorded after the last gate held
+  volatile unsigned long long* slots_ = nullptr;  // [0] the counter, [1 + seq % 64] seqs that gave up
+  void* device_slots_ = nullptr;                  // the same slots, as the semaphore wait kernel sees them
+  void* last_ = nullptr;                          // event recorded after the last semaphore held
 };
 
 // A private non-blocking stream for staging copies; each copy waits for its end.
@@ -162,9 +162,9 @@ class CopyStream {
   static Result<CopyStream> Create();
   // cudaMemcpyAsync (any direction) and wait for it, at most until the deadline.
   Status Copy(void* dst, const void* src, size_t bytes, Deadline deadline) const;
-  // cudaMemcpyAsync (any direction) without waiting: the mark says when it is done
+  // cudaMemcpyAsync (any direction) without waiting: the event says when it is done
   // (copies on one CopyStream complete in order).
-  Result<StreamMark> Start(void* dst, const void* src, size_t bytes) const;
+  Result<StreamEvent> Start(void* dst, const void* src, size_t bytes) const;
   void* get() const { return stream_.get(); }  // the cudaStream_t
 
  private:

@@ -14,7 +14,7 @@
 // Also: the barrier really waits for the last rank, and every algorithm runs
 // concurrently with all the others on the same transports (one tag space each).
 #include "algos/collectives.h"
-#include "algos/grants.h"
+#include "algos/credits.h"
 
 #include <gtest/gtest.h>
 
@@ -119,7 +119,7 @@ struct Case {
   // Also check that out-of-place send buffers come back untouched (skipped on the
   // 16 MiB cases to save time: the smaller ones cover it).
   bool check_send = true;
-  bool crowded_cores = false;  // Tuning::crowded_cores: the trees' large chunks all wait for grants
+  bool crowded_cores = false;  // Tuning::crowded_cores: the trees' large chunks all wait for credits
 
   std::string Describe(int n) const {
     std::string s = std::string(AlgoName(algo)) + " n=" + std::to_string(n) + " " + DataTypeName(dtype);
@@ -514,14 +514,14 @@ TEST_P(CollectivesTest, RepeatedCallsReuseTheirScratch) {
 }
 
 // A rank that comes late finds no large message waiting for it in its transport
-// (grants.h): the root of a gather or reduce, a receiver of a scatter or broadcast, one
+// (credits.h): the root of a gather or reduce, a receiver of a scatter or broadcast, one
 // rank of an all-to-all or of a recursive-doubling all-gather. A reduce's children, and a broadcast's parent, send 2 chunks
 // unasked.
 TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
   const int n = GetParam();
   if (n < 2) GTEST_SKIP() << "needs a peer";
   constexpr size_t kChunk = 64 << 10;
-  const size_t block = algos::kGrantAtBytes / 4 + 5;  // floats: blocks just above the grant size
+  const size_t block = algos::kCreditAtBytes / 4 + 5;  // floats: blocks just above the credit size
   struct Late {
     Case c;
     int late;

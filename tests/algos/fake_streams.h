@@ -1,9 +1,9 @@
-// Two threads standing in for the CUDA streams of a staged call with signal words
+// Two threads standing in for the CUDA streams of a staged call with signal flags
 // (chorus/signalled_staging.h): the staging stream copies the input to the host segment
-// by segment and sets each IN word; the caller's stream waits for each OUT word and
-// copies the segment back, then waits for DONE and sets CHAIN. Over ordinary memory, so
+// by segment and sets each IN flag; the caller's stream waits for each OUT flag and
+// copies the segment back, then waits for DONE and sets LANDED. Over ordinary memory, so
 // the task's side runs its real logic without a GPU. The staging stream's wait for the
-// previous window (an event on a GPU) is a wait for CHAIN here.
+// previous window (an event on a GPU) is a wait for LANDED here.
 #pragma once
 
 #include <algorithm>
@@ -20,17 +20,17 @@ namespace chorus::testing {
 class FakeStreams {
  public:
   // `prev`: the previous window's seq (0: none). `copy_ok` false: the staging stream
-  // never signals its segments. `on_chain` runs just before CHAIN is set. Each copy
+  // never signals its segments. `on_landed` runs just before LANDED is set. Each copy
   // takes `copy_time`, so a task that reads before it waited sees stale bytes.
   FakeStreams(
       const internal::SignalView& v, const internal::SignalledWindow& w, uint32_t prev, const internal::DeviceIo& io,
-      char* host_send, const char* host_recv, bool copy_ok = true, std::function<void()> on_chain = [] {},
+      char* host_send, const char* host_recv, bool copy_ok = true, std::function<void()> on_landed = [] {},
       std::chrono::microseconds copy_time = std::chrono::microseconds(200)) {
     using internal::SignalView;
     copy_ = std::thread([=] {
       // Reached, not equal: with nothing to copy the caller's thread may already have
-      // set CHAIN to this window's seq (a wait for equality then sat out its 20 s).
-      if (!v.WaitReached(SignalView::kChain, prev, Deadline::AfterMs(20000), "chain").ok() || !copy_ok) return;
+      // set LANDED to this window's seq (a wait for equality then sat out its 20 s).
+      if (!v.WaitReached(SignalView::kLanded, prev, Deadline::AfterMs(20000), "landed").ok() || !copy_ok) return;
       for (size_t k : w.in_order) {
         const size_t off = k * w.segment, n = std::min(w.segment, io.send_bytes - off);
         std::this_thread::sleep_for(copy_time);
@@ -45,8 +45,8 @@ class FakeStreams {
         std::memcpy(static_cast<char*>(io.recv) + off, host_recv + off, n);
       }
       if (!v.WaitReached(SignalView::kDone, w.seq, Deadline::AfterMs(20000), "done").ok()) return;
-      on_chain();
-      v.Store(SignalView::kChain, w.seq);
+      on_landed();
+      v.Store(SignalView::kLanded, w.seq);
     });
   }
   FakeStreams(const FakeStreams&) = delete;

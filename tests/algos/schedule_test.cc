@@ -268,13 +268,13 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   EXPECT_NE(c.algorithm, Algorithm::kCudaIpc) << c.reason;
   c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStagedMaxBytes + 1, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
-  // The stream form: staged up to 256 KiB where every rank stages it with signal words;
-  // behind the gate (whose kernel spins, taking the peer's turns) CUDA IPC at every size.
+  // The stream form: staged up to 256 KiB where every rank stages it with signal flags;
+  // behind the semaphore (whose kernel spins, taking the peer's turns) CUDA IPC at every size.
   sliced.stream_form = true;
   sliced.every_rank_signals = true;
   c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStreamStagedMaxBytes, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
-  EXPECT_NE(c.reason.find("staging up to 256 KiB (stream form, signal words on every rank)"), std::string::npos)
+  EXPECT_NE(c.reason.find("staging up to 256 KiB (stream form, signal flags on every rank)"), std::string::npos)
       << c.reason;
   c = s.ChooseForDevice(Collective::kBroadcast, 8, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
@@ -283,15 +283,15 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   sliced.every_rank_signals = false;
   c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
-  // Where CUDA IPC calls order the streams with words, time slicing stages nothing.
+  // Where CUDA IPC calls order the streams with flags, time slicing stages nothing.
   sliced.every_rank_signals = true;
-  sliced.ipc_words = true;
+  sliced.ipc_flags = true;
   for (bool stream_form : {false, true}) {
     sliced.stream_form = stream_form;
     c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, sliced);
     EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
   }
-  // Signal words without time slicing change nothing.
+  // Signal flags without time slicing change nothing.
   DevicePlacement signals_only = local;
   signals_only.stream_form = signals_only.every_rank_signals = true;
   c = s.ChooseForDevice(Collective::kAllReduce, 8, 2, signals_only);

@@ -1,10 +1,10 @@
-// Every collective on streamed stand-ins of device buffers, without a GPU: each rank's
+// Every collective on streamed bounce buffers of device buffers, without a GPU: each rank's
 // "device" memory is host memory that reaches the algorithm only through the staging
 // pipeline (chorus/staging_pipeline.h) over slow host copy engines (host_copies.h), and
-// leaves it only through the pipeline. The host stand-ins start as NaN, so input read
+// leaves it only through the pipeline. The host bounce buffers start as NaN, so input read
 // before it was waited for shows up as a wrong result. Buffers and in-place aliasing are
 // laid out as the library lays them out: CallIo gives the bytes each rank reads and
-// writes, and an input inside the output is staged inside the output's stand-in.
+// writes, and an input inside the output is staged inside the output's bounce buffer.
 // The algorithms run on real TCP transports.
 #include <gtest/gtest.h>
 
@@ -159,7 +159,7 @@ struct Case {
 algos::Algorithm AlgorithmOf(const Case& c) { return c.algorithm.value_or(AlgorithmOf(c.kind)); }
 
 // Every rank's "device" memory laid out as the library lays it out, the output poisoned
-// and the input written (it may lie inside the output), and NaN host stand-ins.
+// and the input written (it may lie inside the output), and NaN host bounce buffers.
 struct World {
   std::vector<RankBuffers> dev;
   std::vector<DeviceIo> io;
@@ -180,7 +180,7 @@ struct World {
     }
   }
 
-  // Rank r's input stand-in: inside the output's where the input lies inside the output.
+  // Rank r's input bounce buffer: inside the output's where the input lies inside the output.
   float* HostSend(int r) {
     const auto* send = static_cast<const char*>(io[r].send);
     const auto* recv = static_cast<const char*>(io[r].recv);
@@ -281,11 +281,11 @@ TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
   }
 }
 
-// The same collectives staged with signal words (CHORUS_STAGING_SYNC=signals): the input
+// The same collectives staged with signal flags (CHORUS_STAGING_SYNC=signals): the input
 // comes over in address order whatever order the algorithm reads it in, each segment
-// behind its IN word; results go back behind their OUT words (fake_streams.h stands in
+// behind its IN flag; results go back behind their OUT flags (fake_streams.h stands in
 // for the two CUDA streams).
-TEST_P(Streamed, WithSignalWordsResultsMatch) {
+TEST_P(Streamed, WithSignalFlagsResultsMatch) {
   const Case c = GetParam();
   const int root = c.n - 1;
   Result<std::unique_ptr<testing::TcpWorld>> w = testing::TcpWorld::Create(c.n);
@@ -293,7 +293,7 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
   constexpr size_t kMaxSegments = 1024;
   World world(c, root);
   std::vector<DeviceIo>& io = world.io;
-  std::vector<std::vector<uint32_t>> words(c.n, std::vector<uint32_t>(internal::SignalView::WordsFor(kMaxSegments)));
+  std::vector<std::vector<uint32_t>> flags(c.n, std::vector<uint32_t>(internal::SignalView::FlagsFor(kMaxSegments)));
   for (int r = 0; r < c.n; ++r) {
     io[r].streamed = true;
     io[r].input_order = algos::InputReadOrder(c.kind, AlgorithmOf(c), r, c.n, c.count, DataType::kFloat32);
@@ -304,7 +304,7 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
   std::vector<Status> st = w.value()->Run(
       [&](int) { return fp; },
       [&](int r, const algos::Context& ctx) -> Status {
-        const internal::SignalView view{words[r].data(), kMaxSegments};
+        const internal::SignalView view{flags[r].data(), kMaxSegments};
         const internal::SignalledWindow win = internal::PlanWindow(io[r], 1, kSegment, kMaxSegments);
         // The first input copy holds the first block the ring all_reduce reads: our own.
         if (c.kind == Collective::kAllReduce && c.count >= static_cast<size_t>(c.n) && !win.in_order.empty() &&
@@ -322,7 +322,7 @@ TEST_P(Streamed, WithSignalWordsResultsMatch) {
         };
         Status s = internal::RunSignalledWindow(view, win, io[r], run, hsend, hout, ctx.deadline);
         streams.Join();
-        if (s.ok() && view.Load(internal::SignalView::kChain) != win.seq) {
+        if (s.ok() && view.Load(internal::SignalView::kLanded) != win.seq) {
           return InternalError("the caller's stream did not get through");
         }
         return s;
@@ -335,7 +335,7 @@ std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (Collective k : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce, Collective::kAllGather,
                        Collective::kReduceScatter, Collective::kGather, Collective::kScatter, Collective::kAllToAll}) {
-    // Many 64K segments; blocks of gather/scatter/all_to_all above kGrantAtBytes.
+    // Many 64K segments; blocks of gather/scatter/all_to_all above kCreditAtBytes.
     const size_t big = k == Collective::kAllReduce || k == Collective::kBroadcast || k == Collective::kReduce
                            ? 1000003
                            : 100003;
@@ -351,7 +351,7 @@ std::vector<Case> Cases() {
   cases.push_back({Collective::kBroadcast, 4, 7001, false, algos::Algorithm::kChain});
   for (bool in_place : {false, true}) {
     cases.push_back({Collective::kAllGather, 4, 25001, in_place, algos::Algorithm::kRecursiveDoubling});
-    cases.push_back({Collective::kAllGather, 4, 100003, in_place, algos::Algorithm::kRecursiveDoubling});  // granted
+    cases.push_back({Collective::kAllGather, 4, 100003, in_place, algos::Algorithm::kRecursiveDoubling});  // credited
     cases.push_back({Collective::kAllGather, 2, 7, in_place, algos::Algorithm::kRecursiveDoubling});
   }
   return cases;

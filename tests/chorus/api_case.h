@@ -21,7 +21,7 @@ constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataTy
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
 
 // Options for a test's ranks: a fresh file:// rendezvous and the process's configuration
-// (so CHORUS_* applies: the RDMA lane's CHORUS_TRANSPORT=rdma reaches every test) with
+// (so CHORUS_* applies: the RDMA channel's CHORUS_TRANSPORT=rdma reaches every test) with
 // the given deadlines.
 Options FileInitOptions(int64_t timeout_ms = 20000, int64_t connect_timeout_ms = 20000);
 

@@ -203,7 +203,7 @@ TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
     RANK_CHECK(small->find("lowest predicted time; predicted: ring ") != std::string::npos &&
                    small->find(", recursive_doubling ") != std::string::npos,
                *small);
-    // The transport, as Describe names it (TCP, or RDMA in the RDMA lane).
+    // The transport, as Describe names it (TCP, or RDMA in the RDMA channel).
     const size_t over = small->find(", over ");
     RANK_CHECK(over != std::string::npos && c.Describe().find(small->substr(over + 7)) != std::string::npos,
                *small + " | " + c.Describe());

@@ -155,10 +155,10 @@ TEST(ApiSweepInWindows, EveryCollectiveAgainstTheReference) {
   }
 }
 
-// Three TCP lanes (ranks asking 3, 4 and 3: the fewest wins): the collectives' messages
-// of 256 KiB and more are cut in two, on lanes 1 and 2, each moved by its
+// Three TCP channels (ranks asking 3, 4 and 3: the fewest wins): the collectives' messages
+// of 256 KiB and more are cut in two, on channels 1 and 2, each moved by its
 // own engine thread.
-TEST(ApiSweepInLanes, EveryCollectiveAgainstTheReference) {
+TEST(ApiSweepInChannels, EveryCollectiveAgainstTheReference) {
   Options o = FileInitOptions();
   MultiProcOptions mp;
   mp.timeout_seconds = 120;

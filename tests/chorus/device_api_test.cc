@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
-#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/signal_flags.h"
 #include "kernels/cuda/stream_ops.h"
 #include "tests/chorus/api_case.h"
 #include "tests/chorus/test_kernels.h"
@@ -82,17 +82,17 @@ Options WithSync(Options o, StagingSync sync) {
 Options WithSignals(Options o) { return WithSync(std::move(o), StagingSync::kSignals); }
 
 // CUDA IPC calls order the ranks' streams with interprocess events
-// (CHORUS_CUDA_IPC_SYNC=events) instead of words, the default.
+// (CHORUS_CUDA_IPC_SYNC=events) instead of flags, the default.
 Options WithEvents(Options o) {
   o.config->cuda_ipc_sync = CudaIpcSync::kEvents;
   return o;
 }
 
-// Every stream-form call this communicator staged went with signal words (none fell
-// back to the gate).
+// Every stream-form call this communicator staged went with signal flags (none fell
+// back to the semaphore).
 Status CheckSignalled(const Communicator& comm) {
   const TrafficCounters c = comm.Counters();
-  if (c.device_calls_signalled == 0) return InternalError("no call was staged with signal words");
+  if (c.device_calls_signalled == 0) return InternalError("no call was staged with signal flags");
   return Status::Ok();
 }
 
@@ -112,17 +112,17 @@ Status CheckPath(const Communicator& comm, Path path) {
   return Status::Ok();
 }
 
-// Whether this rank asks for words to order the ranks' streams in CUDA IPC calls and
+// Whether this rank asks for flags to order the ranks' streams in CUDA IPC calls and
 // its driver has them (algos/cuda_ipc_sync.h).
-bool WantsWords(const Options& o) { return o.config->cuda_ipc_sync == CudaIpcSync::kFlags && cu::SignalWords::DriverHasThem(); }
+bool WantsFlags(const Options& o) { return o.config->cuda_ipc_sync == CudaIpcSync::kFlags && cu::SignalFlags::DriverHasThem(); }
 
-// Every CUDA IPC call of this communicator ordered the streams with words (`words`), or
+// Every CUDA IPC call of this communicator ordered the streams with flags (`flags`), or
 // every one with interprocess events.
-Status CheckIpcSync(const Communicator& comm, bool words) {
+Status CheckIpcSync(const Communicator& comm, bool flags) {
   const TrafficCounters c = comm.Counters();
-  if (c.device_calls_ipc_words == (words ? c.device_calls_ipc : 0)) return Status::Ok();
-  return InternalError(std::to_string(c.device_calls_ipc_words) + " of " + std::to_string(c.device_calls_ipc) +
-                       " calls through CUDA IPC used words; want " + (words ? "all" : "none"));
+  if (c.device_calls_ipc_flags == (flags ? c.device_calls_ipc : 0)) return Status::Ok();
+  return InternalError(std::to_string(c.device_calls_ipc_flags) + " of " + std::to_string(c.device_calls_ipc) +
+                       " calls through CUDA IPC used flags; want " + (flags ? "all" : "none"));
 }
 
 // Every collective, dtype and op in turn, on device buffers in each rank.
@@ -137,7 +137,7 @@ int RotatingOnDevice(const Options& o, int rank, int n, bool stream_form, uint64
     RANK_OK(call.Check());
   }
   RANK_OK(CheckPath(**comm, path));
-  if (path == Path::kCudaIpc) RANK_OK(CheckIpcSync(**comm, WantsWords(o)));
+  if (path == Path::kCudaIpc) RANK_OK(CheckIpcSync(**comm, WantsFlags(o)));
   if (o.config->staging_sync == StagingSync::kSignals && stream_form) RANK_OK(CheckSignalled(**comm));
   RANK_OK((*comm)->Shutdown());
   return 0;
@@ -156,7 +156,7 @@ TEST(DeviceApiTest, StreamFormThreeRanksCudaIpc) {
 }
 
 // The streams ordered with interprocess events (CHORUS_CUDA_IPC_SYNC=events) rather than
-// words, the default.
+// flags, the default.
 TEST(DeviceApiTest, StreamFormCudaIpcWithEvents) {
   SKIP_WITHOUT_GPU();
   const Options o2 = WithEvents(TestOptions()), o3 = WithEvents(TestOptions());
@@ -173,12 +173,12 @@ TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
 }
 
 // Staged in windows of 16 KiB: a large all_reduce, broadcast or reduce runs as several
-// collectives behind one gate (CHORUS_STAGING_SYNC=kernel), through pinned stand-ins of
+// collectives behind one semaphore (CHORUS_STAGING_SYNC=kernel), through pinned bounce buffers of
 // the window's size (every collective in turn, then calls chained on one stream: one
-// gate after another). Not smaller: on the H100, 4 KiB windows took 46 s, two processes
-// taking turns on the GPU. Not with signal words: each window's copies wait on the
+// semaphore after another). Not smaller: on the H100, 4 KiB windows took 46 s, two processes
+// taking turns on the GPU. Not with signal flags: each window's copies wait on the
 // stream there, and each costs the processes a turn on the GPU (this test took over 120 s
-// so on an H200); SignalWordsInWindows runs them in 256 KiB windows.
+// so on an H200); SignalFlagsInWindows runs them in 256 KiB windows.
 int ChainedAllReduces(const Options& o, int rank, int n);
 TEST(DeviceApiTest, StagedInSmallWindows) {
   SKIP_WITHOUT_GPU();
@@ -263,7 +263,7 @@ int ChainedAllReduces(const Options& o, int rank, int n) {
   if (o.config->cuda_ipc != CudaIpcMode::kOff) {  // the same buffers every time: no call may decline
     const uint64_t ipc = (*comm)->Counters().device_calls_ipc;
     RANK_CHECK(ipc == iters, std::to_string(ipc) + " of " + std::to_string(iters) + " calls went through CUDA IPC");
-    RANK_OK(CheckIpcSync(**comm, WantsWords(o)));
+    RANK_OK(CheckIpcSync(**comm, WantsFlags(o)));
   }
   RANK_OK((*comm)->Shutdown());
   return 0;
@@ -280,10 +280,10 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamCudaIpcTwoAndThreeRanks) {
 // every other call's input is written behind a 2 ms kernel: the next call, on the other
 // stream, signals long before. A later call's signals must not stand in for an earlier
 // one's (a reader would see the input before the write, rank + 1 instead of rank + 2).
-// More calls than the words have slots (algos/cuda_ipc_sync.h), so slots are reused.
-// `every_rank_words`: every rank asks for words (which this rank gets where its driver
+// More calls than the flags have slots (algos/cuda_ipc_sync.h), so slots are reused.
+// `every_rank_flags`: every rank asks for flags (which this rank gets where its driver
 // has them), else every rank gets events.
-int CallsOnTwoStreams(const Options& o, int rank, int n, bool every_rank_words) {
+int CallsOnTwoStreams(const Options& o, int rank, int n, bool every_rank_flags) {
   auto comm = Communicator::Create(o);
   RANK_OK(comm.status());
   Result<cu::Stream> s0 = cu::Stream::Create(), s1 = cu::Stream::Create();
@@ -316,14 +316,14 @@ int CallsOnTwoStreams(const Options& o, int rank, int n, bool every_rank_words) 
                                     ": got " + std::to_string(host[i]) + ", want " + std::to_string(want));
   }
   RANK_OK(CheckPath(**comm, Path::kCudaIpc));
-  RANK_OK(CheckIpcSync(**comm, every_rank_words && WantsWords(o)));
+  RANK_OK(CheckIpcSync(**comm, every_rank_flags && WantsFlags(o)));
   RANK_OK((*comm)->Shutdown());
   return 0;
 }
 
 TEST(DeviceApiTest, CallsOnTwoStreamsWaitForTheirOwnSignals) {
   SKIP_WITHOUT_GPU();
-  // (Whether the driver has words is asked in the ranks: CUDA does not survive fork.)
+  // (Whether the driver has flags is asked in the ranks: CUDA does not survive fork.)
   const Options o = TestOptions();
   ExpectAllOk(RunRanks(2, [&](int r) { return CallsOnTwoStreams(o, r, 2, true); }, {120, {}}));
   ExpectAllOk(RunRanks(3, [&](int r) { return CallsOnTwoStreams(o, r, 3, true); }, {120, {}}));
@@ -350,7 +350,7 @@ TEST(DeviceApiTest, OneRankAskingForEventsMakesEveryRankUseThem) {
 // order their streams with interprocess events (CHORUS_CUDA_IPC_SYNC=events), stage
 // their host-form calls up to 1 MiB once a call through CUDA IPC showed it (their
 // processes take turns on the GPU), and their stream-form calls up to 256 KiB where every
-// rank stages those with signal words; larger calls keep CUDA IPC. With words (the
+// rank stages those with signal flags; larger calls keep CUDA IPC. With flags (the
 // default), or under MPS, every call goes through CUDA IPC.
 int SmallCallsOnASharedGpu(const Options& o, int rank) {
   auto comm = Communicator::Create(o);
@@ -364,8 +364,8 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
   Result<cu::Stream> stream = cu::Stream::Create();
   RANK_OK(stream.status());
   const bool mps = cu::MpsEnabled();
-  const bool signals = o.config->staging_sync == StagingSync::kSignals && cu::SignalWords::DriverHasThem();
-  const bool words = WantsWords(o);
+  const bool signals = o.config->staging_sync == StagingSync::kSignals && cu::SignalFlags::DriverHasThem();
+  const bool flags = WantsFlags(o);
   // (count, stream form, staged when time-sliced)
   const std::vector<std::tuple<size_t, bool, bool>> calls = {
       {small, false, false},  // the first goes through CUDA IPC: it finds the time slicing
@@ -388,11 +388,11 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
     for (size_t i = 0; i < count; ++i) {
       RANK_CHECK(got[i] == 3.0f, "call " + std::to_string(k + 1) + " element " + std::to_string(i));
     }
-    (staged && !mps && !words ? want_staged : want_ipc) += 1;
+    (staged && !mps && !flags ? want_staged : want_ipc) += 1;
     const TrafficCounters c = (*comm)->Counters();
     RANK_CHECK(c.device_calls_ipc == want_ipc && c.device_calls_staged == want_staged,
                "after call " + std::to_string(k + 1) + " (MPS " + std::to_string(mps) + ", " +
-                   ModeName(o.config->staging_sync) + ", words " + std::to_string(words) + "): ipc " +
+                   ModeName(o.config->staging_sync) + ", flags " + std::to_string(flags) + "): ipc " +
                    std::to_string(c.device_calls_ipc) + ", staged " +
                    std::to_string(c.device_calls_staged) + "; want ipc " + std::to_string(want_ipc) + ", staged " +
                    std::to_string(want_staged));
@@ -403,11 +403,11 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
 
 TEST(DeviceApiTest, SmallCallsOfRanksSharingAGpuWithEventsWithoutMpsAreStaged) {
   SKIP_WITHOUT_GPU();
-  const Options o = WithEvents(TestOptions(CudaIpcMode::kAuto));  // signal words, the default
+  const Options o = WithEvents(TestOptions(CudaIpcMode::kAuto));  // signal flags, the default
   ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
 }
 
-// Behind the gate the stream form stays on CUDA IPC at every size (the gate's kernel
+// Behind the semaphore the stream form stays on CUDA IPC at every size (the semaphore's kernel
 // would spin through the peer's turns).
 TEST(DeviceApiTest, SmallStreamCallsBehindTheGateKeepCudaIpcOnASharedGpu) {
   SKIP_WITHOUT_GPU();
@@ -415,8 +415,8 @@ TEST(DeviceApiTest, SmallStreamCallsBehindTheGateKeepCudaIpcOnASharedGpu) {
   ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
 }
 
-// With words (the default) ranks sharing a GPU keep CUDA IPC for calls of every size.
-TEST(DeviceApiTest, CallsOfRanksSharingAGpuWithWordsKeepCudaIpc) {
+// With flags (the default) ranks sharing a GPU keep CUDA IPC for calls of every size.
+TEST(DeviceApiTest, CallsOfRanksSharingAGpuWithFlagsKeepCudaIpc) {
   SKIP_WITHOUT_GPU();
   const Options o = TestOptions(CudaIpcMode::kAuto);
   ExpectAllOk(RunRanks(2, [&](int rank) { return SmallCallsOnASharedGpu(o, rank); }));
@@ -446,8 +446,8 @@ TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
 
-// The staged path with the gate kernel (CHORUS_STAGING_SYNC=kernel; the default, signal
-// words, runs in the tests above): every collective (2 and 3 ranks) and calls chained
+// The staged path with the semaphore wait kernel (CHORUS_STAGING_SYNC=kernel; the default, signal
+// flags, runs in the tests above): every collective (2 and 3 ranks) and calls chained
 // on one stream (StagedInSmallWindows runs it in windows).
 TEST(DeviceApiTest, StagedWithTheGate) {
   SKIP_WITHOUT_GPU();
@@ -457,9 +457,9 @@ TEST(DeviceApiTest, StagedWithTheGate) {
   ExpectAllOk(RunRanks(2, [&](int r) { return ChainedAllReduces(o, r, 2); }, {120, {}}));
 }
 
-// Signal words (the default) in 256 KiB windows, calls chained on one stream: 8 windows
-// a call, each its own words and CHAIN step (not 16 KiB: see StagedInSmallWindows).
-TEST(DeviceApiTest, SignalWordsInWindows) {
+// Signal flags (the default) in 256 KiB windows, calls chained on one stream: 8 windows
+// a call, each its own flags and LANDED step (not 16 KiB: see StagedInSmallWindows).
+TEST(DeviceApiTest, SignalFlagsInWindows) {
   SKIP_WITHOUT_GPU();
   Options o = WithSignals(TestOptions(CudaIpcMode::kOff));
   o.config->staging_window_bytes = 256 << 10;
@@ -468,14 +468,14 @@ TEST(DeviceApiTest, SignalWordsInWindows) {
 
 // Under CUDA's lazy loading, a kernel's first launch loads it under the context's lock
 // and waits for the device to drain. While a staged call holds its stream behind the
-// gate kernel, that wait lasts until the call's timeout (its task's copies wait for
-// the lock); with signal words the task makes no CUDA call, so the call completes and
+// semaphore wait kernel, that wait lasts until the call's timeout (its task's copies wait for
+// the lock); with signal flags the task makes no CUDA call, so the call completes and
 // the kernel runs. Rank 1 joins a second late, so rank 0's call is in flight, its
 // stream waiting, when rank 0 launches the test's own kernel for the first time.
-TEST(DeviceApiTest, SignalWordsLetAKernelsFirstLaunchThroughDuringAStagedCall) {
+TEST(DeviceApiTest, SignalFlagsLetAKernelsFirstLaunchThroughDuringAStagedCall) {
   SKIP_WITHOUT_GPU();
   Options o = WithSignals(TestOptions(CudaIpcMode::kOff));
-  o.config->timeout_ms = 20000;  // the gate kernel would hold rank 0 this long, then fail the call
+  o.config->timeout_ms = 20000;  // the semaphore wait kernel would hold rank 0 this long, then fail the call
   ExpectAllOk(RunRanks(2, [&](int rank) {
     if (!cu::LazyLoading()) {
       std::printf("rank %d: CUDA loads kernels eagerly here (CUDA_MODULE_LOADING): nothing to check\n", rank);
@@ -520,7 +520,7 @@ TEST(DeviceApiTest, SignalWordsLetAKernelsFirstLaunchThroughDuringAStagedCall) {
 // doubled in place by a reduction kernel (x + x). After: the result is copied to a
 // third buffer on the same stream, and that copy is what is checked.
 // Both paths, on a stream of the test's and on the legacy default stream (CudaStream{});
-// the staged one with signal words (the default) and with the gate.
+// the staged one with signal flags (the default) and with the semaphore.
 class StreamOrderTest : public ::testing::TestWithParam<std::tuple<Path, bool, bool>> {};
 
 TEST_P(StreamOrderTest, BeforeAndAfter) {
@@ -685,7 +685,7 @@ TEST(DeviceApiTest, CpuOnlyBuildRefusesCudaIpc) {
   namespace ipc = transport::cuda_ipc;
   int x = 0;
   for (const Status& st : {ipc::CurrentDevice().status(), ipc::Export(&x).status(), ipc::IpcEvent::Create().status(),
-                           ipc::IpcWords::Create(2).status(), ipc::CopyAsync(&x, &x, 4, nullptr)}) {
+                           ipc::IpcFlags::Create(2).status(), ipc::CopyAsync(&x, &x, 4, nullptr)}) {
     EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
     EXPECT_EQ(st.message().rfind("chorus was built without CUDA: ", 0), 0u) << st.ToString();
   }

@@ -1,6 +1,6 @@
 // A rank killed in the middle of a collective: every other rank's call fails with an
 // error naming it, on whatever transport CHORUS_TRANSPORT picks (TCP here; the RDMA
-// lane runs this binary inside the Soft-RoCE guest with CHORUS_TRANSPORT=rdma).
+// channel runs this binary inside the Soft-RoCE guest with CHORUS_TRANSPORT=rdma).
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,8 +18,8 @@ namespace {
 
 using testing::RunRanks;
 
-// With the TCP lanes of the configuration (one on a 2-core machine), and with three:
-// the lost rank's parts of each message are on two lanes besides lane 0.
+// With the TCP channels of the configuration (one on a 2-core machine), and with three:
+// the lost rank's parts of each message are on two channels besides channel 0.
 class Fault : public ::testing::TestWithParam<int> {};
 
 TEST_P(Fault, RankKilledMidAllReduceFailsEveryOtherRankNamingIt) {
@@ -72,8 +72,8 @@ TEST_P(Fault, RankKilledMidAllReduceFailsEveryOtherRankNamingIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
-INSTANTIATE_TEST_SUITE_P(TcpLanes, Fault, ::testing::Values(0, 3), [](const ::testing::TestParamInfo<int>& i) {
-  return i.param == 0 ? std::string("Configured") : "Lanes" + std::to_string(i.param);
+INSTANTIATE_TEST_SUITE_P(TcpChannels, Fault, ::testing::Values(0, 3), [](const ::testing::TestParamInfo<int>& i) {
+  return i.param == 0 ? std::string("Configured") : "Channels" + std::to_string(i.param);
 });
 
 }  // namespace

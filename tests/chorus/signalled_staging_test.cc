@@ -23,7 +23,7 @@ using testing::FakeStreams;
 constexpr size_t kMax = 64;  // segments per direction
 
 struct Board {
-  std::vector<uint32_t> mem = std::vector<uint32_t>(SignalView::WordsFor(kMax), 0);
+  std::vector<uint32_t> mem = std::vector<uint32_t>(SignalView::FlagsFor(kMax), 0);
   SignalView view{mem.data(), kMax};
 };
 
@@ -77,12 +77,12 @@ TEST(SignalledStaging, StreamedWindowsReadTheirInputAndTheirResultsReachTheDevic
     streams.Join();
     ASSERT_TRUE(st.ok()) << st.ToString();
     ExpectPlusOne(dev_in, dev_out);
-    EXPECT_EQ(b.view.Load(SignalView::kChain), 1u);
+    EXPECT_EQ(b.view.Load(SignalView::kLanded), 1u);
   }
 }
 
-// Two windows through the same stand-ins: the second's input reaches the host only
-// after the first's results left it (CHAIN), so neither is overwritten early.
+// Two windows through the same bounce buffers: the second's input reaches the host only
+// after the first's results left it (LANDED), so neither is overwritten early.
 TEST(SignalledStaging, ChainedWindowsShareTheStandIns) {
   Board b;
   const size_t bytes = 4096, seg = 1024;
@@ -102,11 +102,11 @@ TEST(SignalledStaging, ChainedWindowsShareTheStandIns) {
   s2.Join();
   ExpectPlusOne(in1, out1);
   ExpectPlusOne(in2, out2);
-  EXPECT_EQ(b.view.Load(SignalView::kChain), w2.seq);
+  EXPECT_EQ(b.view.Load(SignalView::kLanded), w2.seq);
 }
 
 // A failed algorithm and an input that never comes both end the window with an error,
-// and both let the caller's stream go on (every OUT word set, CHAIN reached).
+// and both let the caller's stream go on (every OUT flag set, LANDED reached).
 TEST(SignalledStaging, FailuresStillReleaseTheCallersStream) {
   for (bool input_arrives : {true, false}) {
     Board b;
@@ -121,12 +121,12 @@ TEST(SignalledStaging, FailuresStillReleaseTheCallersStream) {
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.message().find(input_arrives ? "failed on purpose" : "input's copy to the host"), std::string::npos)
         << st.ToString();
-    EXPECT_EQ(b.view.Load(SignalView::kChain), 5u) << "the caller's stream did not get through";
+    EXPECT_EQ(b.view.Load(SignalView::kLanded), 5u) << "the caller's stream did not get through";
   }
 }
 
 // A window without outputs (a send): nothing for the caller's stream to copy back, yet
-// it waits for the task to be done with the stand-ins (DONE) before the next window's
+// it waits for the task to be done with the bounce buffers (DONE) before the next window's
 // input may overwrite them.
 TEST(SignalledStaging, AWindowWithoutOutputsEndsOnlyWhenItsTaskIsDone) {
   Board b;
@@ -138,15 +138,15 @@ TEST(SignalledStaging, AWindowWithoutOutputsEndsOnlyWhenItsTaskIsDone) {
   std::atomic<bool> sent{false}, early{false};
   FakeStreams streams(b.view, w, 0, io, host_in.data(), host_out.data(), true, [&] { early = !sent.load(); });
   HostRun send = [&](const void* in, void*, algos::StreamStaging*) -> Status {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the send still reads the stand-in
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the send still reads the bounce buffer
     sent = std::memcmp(in, dev_in.data(), bytes) == 0;
     return Status::Ok();
   };
   ASSERT_TRUE(RunSignalledWindow(b.view, w, io, send, host_in.data(), host_out.data(), Deadline::AfterMs(5000)).ok());
   streams.Join();
   EXPECT_TRUE(sent.load());
-  EXPECT_FALSE(early.load()) << "the caller's stream went on before the task was done with the stand-ins";
-  EXPECT_EQ(b.view.Load(SignalView::kChain), 3u);
+  EXPECT_FALSE(early.load()) << "the caller's stream went on before the task was done with the bounce buffers";
+  EXPECT_EQ(b.view.Load(SignalView::kLanded), 3u);
 }
 
 // The input copied in the order the algorithm reads it (here last segment first), while

@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
-#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/signal_flags.h"
 #include "kernels/cuda/stream_ops.h"
 #include "kernels/reduce.h"
 #include "tests/kernels/test_util.h"
@@ -49,17 +49,17 @@ TEST(CudaReduce, CpuOnlyBuildSaysBuiltWithoutCuda) {
   int x = 0;
   for (const Status& st :
        {cu::Reduce(DataType::kInt32, ReduceOp::kSum, &x, &x, &x, 1, nullptr), cu::CopyToDevice(&x, &x, 4),
-        cu::Synchronize(nullptr), cu::LoadKernels(), cu::EnqueueWriteWord(nullptr, &x, 1),
+        cu::Synchronize(nullptr), cu::LoadKernels(), cu::EnqueueWriteFlag(nullptr, &x, 1),
         cu::DeviceBuffer::Allocate(16).status(), cu::PinnedBuffer::Allocate(16).status(),
-        cu::StreamMark::Record(nullptr).status(), cu::CopyStream::Create().status(),
-        cu::SignalWords::Create(4).status(), cu::CurrentDeviceIndex().status()}) {
+        cu::StreamEvent::Record(nullptr).status(), cu::CopyStream::Create().status(),
+        cu::SignalFlags::Create(4).status(), cu::CurrentDeviceIndex().status()}) {
     EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
     EXPECT_EQ(st.message().rfind(without, 0), 0u) << st.ToString();
   }
   EXPECT_NE(cu::DeviceBuffer::Allocate(16).status().message().find("16 bytes"), std::string::npos);
   EXPECT_EQ(cu::PointerKind(&x), cu::MemoryKind::kHost);
   EXPECT_EQ(cu::PointerKind(nullptr), cu::MemoryKind::kHost);
-  EXPECT_FALSE(cu::SignalWords::DriverHasThem());
+  EXPECT_FALSE(cu::SignalFlags::DriverHasThem());
 }
 
 // Device memory with a poisoned guard on each side of [off, off + bytes).

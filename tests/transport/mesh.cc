@@ -22,7 +22,7 @@ Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOpt
     opts.resume_below = o.pause_above / 4;
     auto t = TcpTransport::Listen(r, n, o.comm_id, opts);
     if (!t.ok()) return t.status();
-    addrs.push_back({t.value()->address(), "localhost", o.rank_lanes.empty() ? o.lanes : o.rank_lanes[r]});
+    addrs.push_back({t.value()->address(), "localhost", o.rank_channels.empty() ? o.channels : o.rank_channels[r]});
     ts.push_back(std::move(t.value()));
   }
   std::vector<Status> st(n);

@@ -1,7 +1,7 @@
 // RDMA-only cases: what "no verbs device" looks like, the HELLO check, credits under a
 // flood of unexpected messages, refusals reaching the sender, and a peer process
 // killed mid-stream. Skipped with the reason where no verbs device exists; the RDMA
-// lane (tools/rdma_vm/run_tests.sh) runs them inside a Soft-RoCE guest.
+// channel (tools/rdma_vm/run_tests.sh) runs them inside a Soft-RoCE guest.
 #include "transport/rdma/rdma_transport.h"
 
 #include <gtest/gtest.h>

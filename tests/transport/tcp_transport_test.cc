@@ -17,12 +17,12 @@ namespace {
 
 Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20))); }
 
-// "uring", "epoll", or "epoll_lanes" (epoll, three lanes, a collective's tag: the
+// "uring", "epoll", or "epoll_lanes" (epoll, three channels, a collective's tag: the
 // streamed message is cut in three parts).
 class TcpTransportTest : public ::testing::TestWithParam<std::string> {
  protected:
   EngineKind Engine() const { return GetParam() == "uring" ? EngineKind::kUring : EngineKind::kEpoll; }
-  int Lanes() const { return GetParam() == "epoll_lanes" ? 3 : 1; }
+  int Channels() const { return GetParam() == "epoll_lanes" ? 3 : 1; }
   uint64_t Tag() const { return GetParam() == "epoll_lanes" ? CollectiveTag(0, 1) : 1; }
 };
 
@@ -62,7 +62,7 @@ TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
     std::string mine = t.value()->address();
     char peer[128] = {0};
     if (write(to_parent[1], mine.c_str(), mine.size() + 1) < 0 || read(to_child[0], peer, sizeof(peer) - 1) <= 0) _exit(3);
-    std::vector<PeerAddress> addrs = {{peer, "parent", Lanes()}, {mine, "child", Lanes()}};
+    std::vector<PeerAddress> addrs = {{peer, "parent", Channels()}, {mine, "child", Channels()}};
     if (!t.value()->Connect(addrs, Deadline::After(std::chrono::seconds(10))).ok()) _exit(4);
     std::vector<char> big(256 << 20, 1);
     for (;;) {
@@ -75,9 +75,9 @@ TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
   char peer[128] = {0};
   ASSERT_GT(read(to_parent[0], peer, sizeof(peer) - 1), 0);
   ASSERT_GT(write(to_child[1], mine.c_str(), mine.size() + 1), 0);
-  std::vector<PeerAddress> addrs = {{mine, "parent", Lanes()}, {peer, "child", Lanes()}};
+  std::vector<PeerAddress> addrs = {{mine, "parent", Channels()}, {peer, "child", Channels()}};
   ASSERT_TRUE(t.value()->Connect(addrs, Soon()).ok());
-  ASSERT_EQ(t.value()->lanes(), Lanes());
+  ASSERT_EQ(t.value()->channels(), Channels());
   std::vector<char> in(256 << 20);
   auto first = t.value()->Recv(1, tag, in.data(), in.size());
   ASSERT_TRUE(first->Wait(Soon()).ok());

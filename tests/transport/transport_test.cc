@@ -1,6 +1,6 @@
 // The transport contract (transport.h), checked on every transport: TCP with each
 // engine and RDMA (which skips, naming the reason, where no verbs device exists; the
-// RDMA lane runs it inside a Soft-RoCE guest: tools/rdma_vm/). Every rank is a
+// RDMA channel runs it inside a Soft-RoCE guest: tools/rdma_vm/). Every rank is a
 // transport in this process.
 #include <gtest/gtest.h>
 
@@ -31,9 +31,9 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   }
   std::vector<std::unique_ptr<Transport>> Mesh(int n, MeshOptions o = {}) {
     o.engine = GetParam();
-    if (o.engine == "epoll_lanes") {  // three lanes: point-to-point messages stay on lane 0
+    if (o.engine == "epoll_lanes") {  // three channels: point-to-point messages stay on channel 0
       o.engine = "epoll";
-      o.lanes = 3;
+      o.channels = 3;
     }
     auto m = MakeAnyMesh(n, o);
     EXPECT_TRUE(m.ok()) << m.status().ToString();

@@ -12,26 +12,26 @@
 #   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked), and
 #      timeslice_probe: what handing the GPU between two processes costs a round, by
 #      interprocess events (CHORUS_CUDA_IPC_SYNC=events) against stream memory operations
-#      on words in shared host memory or in device memory mapped through CUDA IPC (what
+#      on flags in shared host memory or in device memory mapped through CUDA IPC (what
 #      CUDA IPC calls use by default) (a diagnostic, not counted; again under MPS in step 3)
 #   3. chorus_perf all_reduce on device buffers, two ranks on the one GPU, side by side:
 #        chorus_ipc   chorus through CUDA IPC at every size (CHORUS_CUDA_IPC=always), its
 #                     all_reduce on one GPU led by rank 0 (the default)
 #        chorus_ipc_split  the same, split (CHORUS_CUDA_IPC_ONE_GPU=split), as across GPUs
 #        chorus_ipc_events  chorus_ipc with the streams ordered by interprocess events
-#                     (CHORUS_CUDA_IPC_SYNC=events) instead of words of device memory
+#                     (CHORUS_CUDA_IPC_SYNC=events) instead of flags in device memory
 #        chorus_auto  chorus with its defaults (stream form: through CUDA IPC at every size)
 #        chorus_tcp   chorus staged over TCP (CHORUS_CUDA_IPC=off), as between two hosts
-#                     (its defaults: every copy enqueued at the call behind signal words,
-#                     a TCP lane per core of each rank, at most 8)
-#        chorus_tcp_lanes1  the same over one TCP lane (CHORUS_TCP_LANES=1)
-#        chorus_tcp_gate    the same with the gate kernel (CHORUS_STAGING_SYNC=kernel)
+#                     (its defaults: every copy enqueued at the call behind signal flags,
+#                     a TCP channel per core of each rank, at most 8)
+#        chorus_tcp_lanes1  the same over one TCP channel (CHORUS_TCP_LANES=1)
+#        chorus_tcp_gate    the same with the semaphore wait kernel (CHORUS_STAGING_SYNC=kernel)
 #        nccl_socket  NCCL with one NCCL_HOSTID per rank (NCCL then uses its socket transport)
 #        nccl_shared  NCCL with NCCL_MULTI_RANK_GPU_ENABLE=1 (newer NCCL only; optional)
 #      device calls in stream order, one stream wait a loop, as nccl-tests times NCCL
 #      (chorus_ipc also with --blocking: each call waited for); the same under MPS (both
 #      ranks' work shares the GPU instead of taking turns); chorus and Gloo on host
-#      buffers over the same loopback (chorus with 1, 2 and 4 TCP lanes); and the three
+#      buffers over the same loopback (chorus with 1, 2 and 4 TCP channels); and the three
 #      bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at 64-256 MiB;
 #      chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read + written per
 #      S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
@@ -76,7 +76,7 @@ left() { echo $((budget - (SECONDS - start))); }  # seconds left of the check
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }  # a step's limit, within what is left
 
 # reap WHAT: ends what a stopped step left running from the carried binaries (a test's
-# chorus_perf ranks, say: their gates and kernels would share the GPU with the next
+# chorus_perf ranks, say: their semaphores and kernels would share the GPU with the next
 # step's measurements) and says so.
 reap() {
   local left
@@ -246,7 +246,7 @@ perf_run chorus_tcp_gate chorus required CHORUS_CUDA_IPC=off CHORUS_STAGING_SYNC
 # The defaults (the footer says which way the calls went).
 perf_run chorus_auto chorus required
 # What the staged path's wire gives: the same sweep on host buffers (no GPU copies),
-# with 1, 2 and 4 TCP lanes at 256 MiB, and Gloo's on the same loopback (chorus_perf
+# with 1, 2 and 4 TCP channels at 256 MiB, and Gloo's on the same loopback (chorus_perf
 # carries libgloo) for scale.
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run chorus_host chorus optional
 for k in 1 2 4; do
@@ -255,18 +255,18 @@ done
 perf_host=1 sweep="-b 256M -e 256M -n 5 -w 2" perf_run chorus_host_chunk2m chorus optional CHORUS_CHUNK_BYTES=2M
 perf_host=1 sweep="-b 1M -e 256M -f 16 -n 10 -w 3" perf_run gloo_host gloo optional
 grep -h 'device-buffer calls' "$work"/perf_chorus_*.rank0.log
-grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* lanes\?' "$work"/perf_chorus_tcp*.rank0.log "$work"/perf_chorus_host*.rank0.log
+grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* channels\?' "$work"/perf_chorus_tcp*.rank0.log "$work"/perf_chorus_host*.rank0.log
 grep -q 'staged (0 with signal' "$work/perf_chorus_tcp.rank0.log" &&
-  { echo "chorus_tcp: no call went with signal words (see its footer and log)"; fail=1; }
+  { echo "chorus_tcp: no call went with signal flags (see its footer and log)"; fail=1; }
 for run in chorus_ipc chorus_ipc_split chorus_ipc_blocking chorus_ipc_events; do
-  grep -q 'through CUDA IPC ([0-9]* with words), 0 staged' "$work/perf_$run.rank0.log" ||
+  grep -q 'through CUDA IPC ([0-9]* with flags), 0 staged' "$work/perf_$run.rank0.log" ||
     { echo "$run: not every call went through CUDA IPC (see its footer)"; fail=1; }
 done
-# Words unless asked for events (the footer: "N through CUDA IPC (M with words)").
+# Flags unless asked for events (the footer: "N through CUDA IPC (M with flags)").
 for run in chorus_ipc chorus_ipc_split chorus_ipc_events; do
-  grep -o '[0-9]* through CUDA IPC ([0-9]* with words)' "$work/perf_$run.rank0.log" | awk -v run="$run" '
-    {all = $1; words = substr($5, 2)} END {want = (run ~ /events/ ? 0 : all)
-      if (words != want) {print run ": " words " of " all " calls through CUDA IPC with words, want " want; exit 1}}' ||
+  grep -o '[0-9]* through CUDA IPC ([0-9]* with flags)' "$work/perf_$run.rank0.log" | awk -v run="$run" '
+    {all = $1; flags = substr($5, 2)} END {want = (run ~ /events/ ? 0 : all)
+      if (flags != want) {print run ": " flags " of " all " calls through CUDA IPC with flags, want " want; exit 1}}' ||
     fail=1
 done
 # size, out-of-place busbw (chorus_perf's rows; perf_nccl_torch.txt rows: size time busbw #wrong)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The TCP side of the GPU check alone, in about two minutes (binaries from
 # tools/gpu/stage.sh, carried in .gpu_bin/): 2-rank all_reduce on host buffers with 1 to 8
-# TCP lanes and 512 KiB or 2 MiB chunks; on device buffers staged over TCP (chorus's
-# defaults, and one lane) beside NCCL over its sockets (one NCCL_HOSTID per rank); the
-# threads' CPU use during a 4-lane run. For tuning the lanes on a many-core machine:
+# TCP channels and 512 KiB or 2 MiB chunks; on device buffers staged over TCP (chorus's
+# defaults, and one channel) beside NCCL over its sockets (one NCCL_HOSTID per rank); the
+# threads' CPU use during a 4-channel run. For tuning the channels on a many-core machine:
 #   carry [".gpu_bin"], command "tools/gpu/tcp_sweep.sh"
 set -euo pipefail
 cd "$(dirname "$0")/../.." || exit
@@ -22,7 +22,7 @@ run() {
   local name=$1 backend=$2 sweep=$3 dev=$4
   shift 4
   perf_ranks "$out/$name" 60 "--backend $backend $dev --timeout 30 all_reduce $sweep" "$@" || echo "$name: a rank failed"
-  echo "## $name: $(grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* lanes\?' "$out/$name.rank0.log")"
+  echo "## $name: $(grep -o 'tcp/[a-z_]* on [^,]*, [0-9]* channels\?' "$out/$name.rank0.log")"
   awk '$1 ~ /^[0-9]+$/ && NF >= 13 {printf "%12d busbw %7s (in place %7s) #wrong %s %s\n", $1, $8, $12, $9, $13}' "$out/$name.rank0.log"
 }
 
@@ -31,7 +31,7 @@ for k in 1 2 4 8; do run "host_lanes$k" chorus "$host" "" CHORUS_TCP_LANES=$k; d
 run host_lanes4_chunk2m chorus "$host" "" CHORUS_TCP_LANES=4 CHORUS_CHUNK_BYTES=2M
 run host_lanes8_chunk2m chorus "$host" "" CHORUS_TCP_LANES=8 CHORUS_CHUNK_BYTES=2M
 run gloo_host gloo "$host" ""
-# Threads of one rank during a longer 4-lane run.
+# Threads of one rank during a longer 4-channel run.
 run host_lanes4_long chorus "-b 256M -e 256M -n 30 -w 2" "" CHORUS_TCP_LANES=4 &
 long=$!
 sleep 4

@@ -85,7 +85,7 @@ struct Rank {
   ValueFn write_value = nullptr, wait_value = nullptr;
 };
 
-// Rank 0's work in a round: a kernel copying `bytes` (a reduction's stand-in: on the SMs,
+// Rank 0's work in a round: a kernel copying `bytes` (in place of a reduction: on the SMs,
 // not a copy engine).
 __global__ void CopyKernel(const uint4* src, uint4* dst, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;

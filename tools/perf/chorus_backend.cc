@@ -99,10 +99,10 @@ class ChorusBackend : public Backend {
                       comm_->rank(), static_cast<unsigned long long>(c.early_messages), c.early_bytes / 1048576.0);
     if (c.device_calls_ipc + c.device_calls_staged > 0 && len > 0 && len < static_cast<int>(sizeof(text))) {
       std::snprintf(text + len, sizeof(text) - len,
-                    "; device-buffer calls: %llu through CUDA IPC (%llu with words), %llu staged"
-                    " (%llu with signal words)",
+                    "; device-buffer calls: %llu through CUDA IPC (%llu with flags), %llu staged"
+                    " (%llu with signal flags)",
                     static_cast<unsigned long long>(c.device_calls_ipc),
-                    static_cast<unsigned long long>(c.device_calls_ipc_words),
+                    static_cast<unsigned long long>(c.device_calls_ipc_flags),
                     static_cast<unsigned long long>(c.device_calls_staged),
                     static_cast<unsigned long long>(c.device_calls_signalled));
     }

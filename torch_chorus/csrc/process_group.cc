@@ -168,7 +168,7 @@ void CheckCount(const std::vector<at::Tensor>& ts, size_t n, const char* name, c
 }
 
 // The tensor itself where it is contiguous, else a contiguous copy: chorus takes flat
-// buffers. CopyBack writes a stand-in's result into the caller's tensor.
+// buffers. CopyBack writes a staging tensor's result into the caller's tensor.
 at::Tensor Dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 std::function<void()> CopyBack(at::Tensor dst, at::Tensor src) {
   if (dst.is_same(src)) return nullptr;

@@ -1,7 +1,7 @@
 // torch.distributed's process group on chorus: backend "chorus" (torch_chorus).
 //
 // Each torch op checks its tensors, maps them onto one chorus call (a contiguous
-// stand-in where a tensor is not contiguous or a list must be packed) and returns a
+// staging tensor where a tensor is not contiguous or a list must be packed) and returns a
 // ChorusWork at once; the call runs on the communicator's executor (collectives) or
 // its transport (point-to-point). Rendezvous goes through the c10d::Store torch hands
 // the backend, and torch's timeout becomes chorus's (CHORUS_TIMEOUT).
@@ -45,12 +45,12 @@ using BackendBase = c10d::ProcessGroup;
 
 class FutureMarker;
 
-// One torch op: the chorus works it waits for, then `finish` (copies out of stand-ins,
+// One torch op: the chorus works it waits for, then `finish` (copies out of staging tensors,
 // a local reduction), once. Errors surface from wait() as RuntimeError, and through
 // exception() and the future.
 class ChorusWork : public c10d::Work {
  public:
-  // `buffers`: every tensor chorus reads or writes (inputs, stand-ins), held until the
+  // `buffers`: every tensor chorus reads or writes (inputs, staging tensors), held until the
   // op is settled.
   ChorusWork(int rank, c10d::OpType op, std::string what, std::vector<chorus::Work> works,
              std::vector<at::Tensor> outputs, std::vector<at::Tensor> buffers, std::function<void()> finish,

@@ -17,18 +17,18 @@ PeerMappings::~PeerMappings() = default;
 Result<void*> PeerMappings::Map(int owner, const ExportedBuffer&, Deadline) {
   return BuiltWithoutCuda("mapping a buffer of rank " + std::to_string(owner) + " (CUDA IPC)");
 }
-void PeerMappings::EndCall(const std::shared_ptr<kernels::cuda::StreamMark>&) {}  // nothing is ever mapped
+void PeerMappings::EndCall(const std::shared_ptr<kernels::cuda::StreamEvent>&) {}  // nothing is ever mapped
 
 Result<IpcEvent> IpcEvent::Create() { return BuiltWithoutCuda("an interprocess event (CUDA IPC)"); }
 IpcEvent::~IpcEvent() = default;
 Status IpcEvent::Record(void*) const { return BuiltWithoutCuda("recording an interprocess event (CUDA IPC)"); }
 
-Result<IpcWords> IpcWords::Create(size_t count) {
-  return BuiltWithoutCuda(std::to_string(count) + " interprocess signal words (CUDA IPC)");
+Result<IpcFlags> IpcFlags::Create(size_t count) {
+  return BuiltWithoutCuda(std::to_string(count) + " interprocess signal flags (CUDA IPC)");
 }
-IpcWords::~IpcWords() = default;
-Status IpcWords::Write(void*, size_t, uint32_t) const {
-  return BuiltWithoutCuda("a stream write of an interprocess signal word (CUDA IPC)");
+IpcFlags::~IpcFlags() = default;
+Status IpcFlags::Write(void*, size_t, uint32_t) const {
+  return BuiltWithoutCuda("a stream write of an interprocess signal flag (CUDA IPC)");
 }
 
 PeerEvents::~PeerEvents() = default;

@@ -11,7 +11,7 @@
 #include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
-#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/signal_flags.h"
 
 namespace chorus::transport::cuda_ipc {
 
@@ -178,7 +178,7 @@ Result<void*> PeerMappings::Map(int owner, const ExportedBuffer& b, Deadline dea
   return static_cast<void*>(static_cast<char*>(base) + b.offset);
 }
 
-void PeerMappings::EndCall(const std::shared_ptr<kernels::cuda::StreamMark>& done) {
+void PeerMappings::EndCall(const std::shared_ptr<kernels::cuda::StreamEvent>& done) {
   for (Entry& e : entries_) {
     if (!e.in_this_call) continue;
     e.in_this_call = false;
@@ -208,41 +208,41 @@ Status IpcEvent::Record(void* stream) const {
                    cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)));
 }
 
-Result<IpcWords> IpcWords::Create(size_t count) {
+Result<IpcFlags> IpcFlags::Create(size_t count) {
   CHORUS_RETURN_IF_ERROR(kernels::cuda::DeviceStatus());
-  if (!kernels::cuda::SignalWords::DriverHasThem()) {
+  if (!kernels::cuda::SignalFlags::DriverHasThem()) {
     return Status(StatusCode::kUnavailable, "the driver has no stream memory operations (cuStreamWriteValue32)");
   }
-  IpcWords w;
+  IpcFlags w;
   void* p = nullptr;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaMalloc of " + std::to_string(count) + " words", cudaMalloc(&p, count * 4)));
-  w.words_ = static_cast<uint32_t*>(p);
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaMalloc of " + std::to_string(count) + " flags", cudaMalloc(&p, count * 4)));
+  w.flags_ = static_cast<uint32_t*>(p);
   // Zeroed, with one write and one wait between, on a private stream: where the driver
   // refuses them, the caller knows now (and orders its calls with events instead).
   Result<kernels::cuda::Stream> probe = kernels::cuda::Stream::Create();
   if (!probe.ok()) return probe.status();
   const auto zero = [&] {
-    return CudaError("cudaMemsetAsync of the words",
+    return CudaError("cudaMemsetAsync of the flags",
                      cudaMemsetAsync(p, 0, count * 4, static_cast<cudaStream_t>(probe->get())));
   };
   Status st = zero();
   if (st.ok()) st = w.Write(probe->get(), 0, 1);
-  if (st.ok()) st = kernels::cuda::EnqueueWaitWordReached(probe->get(), w.words_, 1);
+  if (st.ok()) st = kernels::cuda::EnqueueWaitFlagReached(probe->get(), w.flags_, 1);
   if (st.ok()) st = zero();
   if (st.ok()) st = kernels::cuda::Synchronize(probe->get());
-  if (!st.ok()) return Status(StatusCode::kUnavailable, "stream memory operations on device words: " + st.message());
+  if (!st.ok()) return Status(StatusCode::kUnavailable, "stream memory operations on device flags: " + st.message());
   Result<ExportedBuffer> ex = Export(p);
   if (!ex.ok()) return ex.status();
   w.exported_ = ex.value();
   return std::move(w);
 }
 
-IpcWords::~IpcWords() {
-  if (words_ != nullptr) cudaFree(words_);
+IpcFlags::~IpcFlags() {
+  if (flags_ != nullptr) cudaFree(flags_);
 }
 
-Status IpcWords::Write(void* stream, size_t i, uint32_t value) const {
-  return kernels::cuda::EnqueueWriteWord(stream, words_ + i, value);
+Status IpcFlags::Write(void* stream, size_t i, uint32_t value) const {
+  return kernels::cuda::EnqueueWriteFlag(stream, flags_ + i, value);
 }
 
 PeerEvents::~PeerEvents() {

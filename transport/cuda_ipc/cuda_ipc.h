@@ -9,8 +9,8 @@
 // write it directly, on the same GPU or, with peer access, on another one. Several
 // processes on ONE GPU work too: CUDA IPC only refuses a process its own handles.
 //
-// Ordering between processes uses words of device memory (IpcWords): a rank's stream
-// writes its word, and the peers' streams, through their mappings of it, wait until it
+// Ordering between processes uses flags in device memory (IpcFlags): a rank's stream
+// writes its flag, and the peers' streams, through their mappings of it, wait until it
 // has reached that value. Where the driver lacks stream memory operations, interprocess
 // events do it: a rank records its event on its stream, tells its peers (host message),
 // and they make their streams wait for that record (cudaStreamWaitEvent waits for the
@@ -80,7 +80,7 @@ Result<ExportedBuffer> Export(const void* ptr);
 // owner and its address there; a new handle at a known address means the owner freed
 // the old allocation and made another there: the stale mapping is closed and the new
 // one opened. Least recently used first out beyond `max_entries`. A mapping is closed
-// only once the last call that used it is done on its stream (EndCall's mark).
+// only once the last call that used it is done on its stream (EndCall's event).
 //
 // CUDA documents an owner's cudaFree of a buffer still mapped elsewhere as undefined;
 // keeping mappings between calls (what makes a repeated call cost no mapping) relies
@@ -99,7 +99,7 @@ class PeerMappings {
   Result<void*> Map(int owner, const ExportedBuffer& b, Deadline deadline);
   // The mappings used since the last EndCall are read by work that ends at `done`
   // (null: the call enqueued nothing).
-  void EndCall(const std::shared_ptr<kernels::cuda::StreamMark>& done);
+  void EndCall(const std::shared_ptr<kernels::cuda::StreamEvent>& done);
 
  private:
   struct Entry {
@@ -108,7 +108,7 @@ class PeerMappings {
     std::array<uint8_t, kHandleBytes> handle;
     void* base;  // where it is mapped here
     uint64_t last_use;
-    std::shared_ptr<kernels::cuda::StreamMark> last_call;  // reached: nothing reads it any more
+    std::shared_ptr<kernels::cuda::StreamEvent> last_call;  // reached: nothing reads it any more
     bool in_this_call = false;
   };
   Status Close(std::vector<Entry>::iterator e, Deadline deadline);
@@ -141,34 +141,34 @@ class IpcEvent {
   ExportedEvent exported_{};
 };
 
-// Words of this process's device memory that its streams write (cuStreamWriteValue32)
-// and its peers' streams wait on (kernels::cuda::EnqueueWaitWordReached on their
+// Flags of this process's device memory that its streams write (cuStreamWriteValue32)
+// and its peers' streams wait on (kernels::cuda::EnqueueWaitFlagReached on their
 // PeerMappings of exported()): ordering between processes without interprocess events.
-// Where processes take turns on one GPU (no MPS), a wait on a word hands the GPU over
+// Where processes take turns on one GPU (no MPS), a wait on a flag hands the GPU over
 // far faster than an interprocess event (docs/design/cuda_ipc.md).
-class IpcWords {
+class IpcFlags {
  public:
-  IpcWords() = default;
-  // `count` words, all 0, on the current device; kUnavailable (saying why) where the
+  IpcFlags() = default;
+  // `count` flags, all 0, on the current device; kUnavailable (saying why) where the
   // driver has no stream memory operations or a first write and wait through one fail.
-  static Result<IpcWords> Create(size_t count);
-  ~IpcWords();
-  IpcWords(IpcWords&& o) noexcept : words_(std::exchange(o.words_, nullptr)), exported_(o.exported_) {}
-  IpcWords& operator=(IpcWords&& o) noexcept {
-    std::swap(words_, o.words_);
+  static Result<IpcFlags> Create(size_t count);
+  ~IpcFlags();
+  IpcFlags(IpcFlags&& o) noexcept : flags_(std::exchange(o.flags_, nullptr)), exported_(o.exported_) {}
+  IpcFlags& operator=(IpcFlags&& o) noexcept {
+    std::swap(flags_, o.flags_);
     std::swap(exported_, o.exported_);
     return *this;
   }
-  IpcWords(const IpcWords&) = delete;
-  IpcWords& operator=(const IpcWords&) = delete;
+  IpcFlags(const IpcFlags&) = delete;
+  IpcFlags& operator=(const IpcFlags&) = delete;
 
-  bool valid() const { return words_ != nullptr; }
-  // Word i := value on `stream`, once the stream's earlier work is done and visible.
+  bool valid() const { return flags_ != nullptr; }
+  // Flag i := value on `stream`, once the stream's earlier work is done and visible.
   Status Write(void* stream, size_t i, uint32_t value) const;
   const ExportedBuffer& exported() const { return exported_; }
 
  private:
-  uint32_t* words_ = nullptr;  // device memory
+  uint32_t* flags_ = nullptr;  // device memory
   ExportedBuffer exported_{};
 };
 

@@ -42,7 +42,7 @@ bool TryLockFor(std::timed_mutex& mu, std::chrono::microseconds look) {
   return mu.try_lock_for(look);
 #endif
 }
-// Point-to-point messages (collectives pace themselves, algos/grants.h) of this size
+// Point-to-point messages (collectives pace themselves, algos/credits.h) of this size
 // and more wait until the receiver has posted their Recv (READY), as on RDMA and with
 // Gloo or NCCL: memory held for messages nobody receives yet stays bounded, and a
 // large message is never copied twice. Smaller ones go at once.

@@ -44,8 +44,8 @@ struct EngineOptions {
   int64_t timeout_ms = 30 * 60 * 1000;
   bool use_uring = false;
   // With epoll: threads that wait on a request may drive the engine (application
-  // progress). Off: the engine thread alone drives, as with io_uring (TCP lanes after
-  // the first, whose parts of a message move beside lane 0's).
+  // progress). Off: the engine thread alone drives, as with io_uring (TCP channels after
+  // the first, whose parts of a message move beside channel 0's).
   bool app_progress = true;
   int64_t spin_us = 0;             // after activity, poll this long before sleeping
   int64_t early_cache_bytes = 0;   // buffers of early messages kept for reuse (BufferCache)

@@ -17,16 +17,16 @@ namespace chorus::transport {
 using tcp::UniqueFd;
 
 namespace {
-// A message is cut across lanes into parts of at least this size (a part smaller than
+// A message is cut across channels into parts of at least this size (a part smaller than
 // this costs its hand-off more than its copy saves), and only from twice that: a
-// smaller one would go whole to a lane thread, which may be asleep, and wake the
+// smaller one would go whole to a channel thread, which may be asleep, and wake the
 // waiter too (docs/design/tcp_transport.md). Bytes.
 constexpr size_t kPartMin = 128 << 10;
-constexpr size_t kLanesFrom = 2 * kPartMin;
+constexpr size_t kChannelsFrom = 2 * kPartMin;
 }  // namespace
 
-int AutoLanes(int host_cores, int ranks_on_host) {
-  return std::clamp(std::max(1, host_cores) / std::max(1, ranks_on_host), 1, kMaxLanes);
+int AutoChannels(int host_cores, int ranks_on_host) {
+  return std::clamp(std::max(1, host_cores) / std::max(1, ranks_on_host), 1, kMaxChannels);
 }
 
 TcpTransport::TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts)
@@ -50,7 +50,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
     if (!probe.ok()) return probe.WithContext("CHORUS_TCP_ENGINE=uring but io_uring cannot be used here");
   }
   Result<UniqueFd> fd =
-      tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxLanes + 16, opts.socket_bufsize, &t->address_);
+      tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxChannels + 16, opts.socket_bufsize, &t->address_);
   if (!fd.ok()) return fd.status().WithContext("rank " + std::to_string(rank) + ": listening on " + opts.bind_address);
   t->listen_fd_ = std::move(fd.value());
   return t;
@@ -98,9 +98,9 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
     return InvalidArgument("rank " + std::to_string(rank_) + ": " + std::to_string(peers.size()) +
                            " peer addresses for a world of size " + std::to_string(size_));
   }
-  int lanes = kMaxLanes;
-  for (const PeerAddress& a : peers) lanes = std::min(lanes, std::max(1, a.lanes));
-  socks_per_peer_ = opts_.nsockets * lanes;
+  int channels = kMaxChannels;
+  for (const PeerAddress& a : peers) channels = std::min(channels, std::max(1, a.channels));
+  socks_per_peer_ = opts_.nsockets * channels;
   std::vector<std::vector<UniqueFd>> sockets(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p) {
     if (p != rank_) sockets[p].resize(static_cast<size_t>(socks_per_peer_));
@@ -146,8 +146,8 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.rendezvous_all_from = opts_.rendezvous_all_from;
   eo.pause_above = opts_.pause_above;
   eo.resume_below = opts_.resume_below;
-  // Lane k: sockets [k x nsockets, (k+1) x nsockets) of every peer.
-  for (int k = 0; k < lanes; ++k) {
+  // Channel k: sockets [k x nsockets, (k+1) x nsockets) of every peer.
+  for (int k = 0; k < channels; ++k) {
     std::vector<std::vector<UniqueFd>> mine(static_cast<size_t>(size_));
     for (int p = 0; p < size_; ++p) {
       for (int i = 0; p != rank_ && i < opts_.nsockets; ++i) {
@@ -160,7 +160,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
     Result<std::unique_ptr<tcp::Engine>> e = tcp::Engine::Start(eo, std::move(infos), std::move(mine));
     if (!e.ok()) {
       engines_.clear();
-      return e.status().WithContext("rank " + std::to_string(rank_) + ": TCP lane " + std::to_string(k));
+      return e.status().WithContext("rank " + std::to_string(rank_) + ": TCP channel " + std::to_string(k));
     }
     engines_.push_back(std::move(e.value()));
   }
@@ -178,7 +178,7 @@ int TcpTransport::PartsOf(int peer, uint64_t tag, size_t bytes) const {
   // says so first), and they pace themselves. A point-to-point message of another size
   // than its Recv must fail both sides naming both sizes; cut differently on each side,
   // the parts beyond the Recv's would wait for a READY that never comes.
-  if (peer == rank_ || engines_.size() < 2 || !IsCollectiveTag(tag) || bytes < kLanesFrom) return 0;
+  if (peer == rank_ || engines_.size() < 2 || !IsCollectiveTag(tag) || bytes < kChannelsFrom) return 0;
   return static_cast<int>(std::min<size_t>(engines_.size() - 1, bytes / kPartMin));
 }
 
@@ -197,19 +197,19 @@ RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size
   }
   const int parts = PartsOf(peer, tag, bytes);
   if (parts == 0) return engines_[0]->Post(kind, peer, tag, buf, bytes, fingerprint);
-  // Equal parts (the last takes the remainder) on consecutive lanes after lane 0, from
+  // Equal parts (the last takes the remainder) on consecutive channels after channel 0, from
   // one the tag picks (its step and call number: both sides pick alike), so that a
-  // call's messages, fewer parts each than there are lanes, use every lane in turn.
+  // call's messages, fewer parts each than there are channels, use every channel in turn.
   const uint64_t bulk = engines_.size() - 1;
   const uint64_t first = (tag + TagGroup(tag)) % bulk;
-  auto lane = [&](int k) { return engines_[1 + (first + static_cast<uint64_t>(k)) % bulk].get(); };
-  if (parts == 1) return lane(0)->Post(kind, peer, tag, buf, bytes, fingerprint);
+  auto channel = [&](int k) { return engines_[1 + (first + static_cast<uint64_t>(k)) % bulk].get(); };
+  if (parts == 1) return channel(0)->Post(kind, peer, tag, buf, bytes, fingerprint);
   std::vector<RequestPtr> reqs(static_cast<size_t>(parts));
   const size_t each = bytes / static_cast<size_t>(parts);
   for (int k = 0; k < parts; ++k) {
     const size_t at = each * static_cast<size_t>(k);
     const size_t len = k == parts - 1 ? bytes - at : each;
-    reqs[k] = lane(k)->Post(kind, peer, tag, static_cast<char*>(buf) + at, len, fingerprint);
+    reqs[k] = channel(k)->Post(kind, peer, tag, static_cast<char*>(buf) + at, len, fingerprint);
   }
   return std::make_shared<PartsRequest>(std::move(reqs), bytes);
 }
@@ -235,7 +235,7 @@ void TcpTransport::Abort(const Status& reason) {
 }
 
 void TcpTransport::Progress() {
-  if (!engines_.empty()) engines_[0]->Progress();  // the other lanes' threads drive them
+  if (!engines_.empty()) engines_[0]->Progress();  // the other channels' threads drive them
 }
 
 Status TcpTransport::health() {
@@ -257,10 +257,10 @@ TrafficCounters TcpTransport::counters() const {
 }
 
 std::string TcpTransport::Describe() const {
-  const int lanes = std::max<int>(1, static_cast<int>(engines_.size()));
-  return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(lanes) +
-         (lanes == 1 ? " lane, " : " lanes, ") + std::to_string(opts_.nsockets) + " sockets per peer" +
-         (lanes == 1 ? "" : " and lane") + ", buffers " + std::to_string(opts_.socket_bufsize >> 10) +
+  const int channels = std::max<int>(1, static_cast<int>(engines_.size()));
+  return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(channels) +
+         (channels == 1 ? " channel, " : " channels, ") + std::to_string(opts_.nsockets) + " sockets per peer" +
+         (channels == 1 ? "" : " and channel") + ", buffers " + std::to_string(opts_.socket_bufsize >> 10) +
          " KiB, stripes from " + std::to_string(opts_.stripe_min_bytes >> 10) + " KiB";
 }
 

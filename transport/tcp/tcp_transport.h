@@ -1,14 +1,14 @@
 // chorus's TCP transport: a full mesh of `nsockets` TCP connections per peer and
-// lane, each lane driven by its own progress engine (epoll, driven by the waiting
+// channel, each channel driven by its own progress engine (epoll, driven by the waiting
 // threads; or io_uring). The wire format is in wire.h, the matching and failure rules
 // in engine.h.
 //
-// Lanes: one engine moves bytes at what one core copies (loopback TCP copies every
-// byte twice, into and out of the kernel). With several lanes, lane 0 carries the
+// Channels: one engine moves bytes at what one core copies (loopback TCP copies every
+// byte twice, into and out of the kernel). With several channels, channel 0 carries the
 // small messages and the point-to-point ones, driven by the threads that wait on them
 // (application progress: no hand-off between threads for a short message). The other
-// lanes carry the collectives' messages from 256 KiB, each cut into parts of at least 128 KiB,
-// a part per lane from a lane the tag picks, each sent and received by its lane's
+// channels carry the collectives' messages from 256 KiB, each cut into parts of at least 128 KiB,
+// a part per channel from a channel the tag picks, each sent and received by its channel's
 // engine thread, while the caller's thread reduces what arrived; both sides cut alike,
 // since they know the size and the tag.
 //
@@ -34,7 +34,7 @@ namespace tcp {
 class Engine;
 }
 
-// Each lane's progress engine: epoll, whose sockets the waiting application thread may
+// Each channel's progress engine: epoll, whose sockets the waiting application thread may
 // drive itself (application progress: no thread hand-off per message; see tcp/engine.h),
 // or io_uring, with an engine thread of its own.
 enum class EngineKind { kEpoll, kUring };
@@ -57,13 +57,13 @@ struct TcpOptions {
 struct PeerAddress {
   std::string address;  // "ip:port"
   std::string host;     // hostname, for error messages
-  int lanes = 1;        // the lanes this rank wants: the mesh has the fewest any rank wants
+  int channels = 1;        // the channels this rank wants: the mesh has the fewest any rank wants
 };
 
-// Lanes wanted with CHORUS_TCP_LANES unset: a lane per core of each rank of the host,
-// at most kMaxLanes (throughput still grew at eight: docs/design/tcp_transport.md).
-constexpr int kMaxLanes = 8;
-int AutoLanes(int host_cores, int ranks_on_host);
+// Channels wanted with CHORUS_TCP_LANES unset: a channel per core of each rank of the host,
+// at most kMaxChannels (throughput still grew at eight: docs/design/tcp_transport.md).
+constexpr int kMaxChannels = 8;
+int AutoChannels(int host_cores, int ranks_on_host);
 
 class TcpTransport final : public Transport {
  public:
@@ -74,12 +74,12 @@ class TcpTransport final : public Transport {
   // "ip:port" to publish through the bootstrap.
   std::string address() const { return address_; }
   // Connects the mesh (the higher rank of each pair connects, the lower accepts) with
-  // the fewest lanes any rank wants, and starts an engine per lane. `peers` is indexed
+  // the fewest channels any rank wants, and starts an engine per channel. `peers` is indexed
   // by rank; the address of this rank's entry is ignored.
   Status Connect(const std::vector<PeerAddress>& peers, Deadline deadline);
   // "io_uring" or "epoll" once connected.
   std::string engine_name() const;
-  int lanes() const { return static_cast<int>(engines_.size()); }
+  int channels() const { return static_cast<int>(engines_.size()); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -95,8 +95,8 @@ class TcpTransport final : public Transport {
  private:
   TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts);
   RequestPtr Post(bool send, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
-  // How many parts a message of `bytes` with `tag` is cut into, on lanes 1, 2, ...
-  // (0: it goes whole on lane 0).
+  // How many parts a message of `bytes` with `tag` is cut into, on channels 1, 2, ...
+  // (0: it goes whole on channel 0).
   int PartsOf(int peer, uint64_t tag, size_t bytes) const;
   Status AcceptAll(std::vector<std::vector<tcp::UniqueFd>>* sockets, const std::vector<PeerAddress>& peers,
                    Deadline deadline);
@@ -108,8 +108,8 @@ class TcpTransport final : public Transport {
   tcp::UniqueFd listen_fd_;
   std::string address_;
   bool use_uring_ = true;
-  int socks_per_peer_ = 0;  // nsockets x lanes, once Connect agreed on the lanes
-  std::vector<std::unique_ptr<tcp::Engine>> engines_;  // one per lane, once connected
+  int socks_per_peer_ = 0;  // nsockets x channels, once Connect agreed on the channels
+  std::vector<std::unique_ptr<tcp::Engine>> engines_;  // one per channel, once connected
   Status pre_connect_error_;  // Abort before Connect
 };
 

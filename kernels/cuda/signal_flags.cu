@@ -6,7 +6,7 @@
 #include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
-#include "kernels/cuda/signal_words.h"
+#include "kernels/cuda/signal_flags.h"
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::kernels::cuda {
@@ -30,41 +30,41 @@ Status DriverError(const std::string& what, CUresult r) {
   return InternalError(what + " failed with CUresult " + std::to_string(static_cast<int>(r)));
 }
 
-// cuStreamWriteValue32 (`write`) or cuStreamWaitValue32 of the word at `addr`, with `flags`.
-Status Enqueue(bool write, void* stream, const void* addr, uint32_t value, unsigned flags) {
+// cuStreamWriteValue32 (`write`) or cuStreamWaitValue32 of the flag at `addr`, with the driver's `op_flags`.
+Status Enqueue(bool write, void* stream, const void* addr, uint32_t value, unsigned op_flags) {
   const ValueFn fn = write ? Ops().write : Ops().wait;
   const char* name = write ? "cuStreamWriteValue32" : "cuStreamWaitValue32";
   if (fn == nullptr) return Unavailable(std::string("the driver has no ") + name);
-  return DriverError(name, fn(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(addr), value, flags));
+  return DriverError(name, fn(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(addr), value, op_flags));
 }
 
 }  // namespace
 
-Status EnqueueWriteWord(void* stream, void* word, uint32_t value) {
-  return Enqueue(true, stream, word, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+Status EnqueueWriteFlag(void* stream, void* flag, uint32_t value) {
+  return Enqueue(true, stream, flag, value, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
-Status EnqueueWaitWordReached(void* stream, const void* word, uint32_t value) {
-  return Enqueue(false, stream, word, value, CU_STREAM_WAIT_VALUE_GEQ);
+Status EnqueueWaitFlagReached(void* stream, const void* flag, uint32_t value) {
+  return Enqueue(false, stream, flag, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
-bool SignalWords::DriverHasThem() { return Ops().write != nullptr && Ops().wait != nullptr; }
+bool SignalFlags::DriverHasThem() { return Ops().write != nullptr && Ops().wait != nullptr; }
 
-Result<SignalWords> SignalWords::Create(size_t count) {
+Result<SignalFlags> SignalFlags::Create(size_t count) {
   CHORUS_RETURN_IF_ERROR(DeviceStatus());
   if (!DriverHasThem()) {
     return Unavailable("the driver has no cuStreamWriteValue32/cuStreamWaitValue32 (stream memory operations)");
   }
-  SignalWords s;
+  SignalFlags s;
   void* p = nullptr;
   CHORUS_RETURN_IF_ERROR(
-      CudaError("cudaHostAlloc of " + std::to_string(count) + " signal words",
+      CudaError("cudaHostAlloc of " + std::to_string(count) + " signal flags",
                 cudaHostAlloc(&p, count * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable)));
-  s.words_ = static_cast<volatile uint32_t*>(p);
+  s.flags_ = static_cast<volatile uint32_t*>(p);
   s.count_ = count;
-  for (size_t i = 0; i < count; ++i) s.words_[i] = 0;
+  for (size_t i = 0; i < count; ++i) s.flags_[i] = 0;
   CHORUS_RETURN_IF_ERROR(
-      CudaError("cudaHostGetDevicePointer of the signal words", cudaHostGetDevicePointer(&s.device_words_, p, 0)));
+      CudaError("cudaHostGetDevicePointer of the signal flags", cudaHostGetDevicePointer(&s.device_flags_, p, 0)));
   // One write and one wait through a private stream: where the driver refuses them (a
   // GPU or configuration without stream memory operations), the caller knows now.
   Result<Stream> probe = Stream::Create();
@@ -72,28 +72,28 @@ Result<SignalWords> SignalWords::Create(size_t count) {
   Status st = s.EnqueueWrite(probe->get(), 0, 1);
   if (st.ok()) st = s.EnqueueWait(probe->get(), 0, 1);
   if (st.ok()) st = Synchronize(probe->get());
-  if (st.ok() && s.words_[0] != 1) st = InternalError("a word the stream wrote did not reach the host");
+  if (st.ok() && s.flags_[0] != 1) st = InternalError("a flag the stream wrote did not reach the host");
   if (!st.ok()) return Unavailable("stream memory operations do not work here: " + st.message());
-  s.words_[0] = 0;
+  s.flags_[0] = 0;
   return std::move(s);
 }
 
-SignalWords::~SignalWords() {
-  if (words_ != nullptr) cudaFreeHost(const_cast<uint32_t*>(words_));
+SignalFlags::~SignalFlags() {
+  if (flags_ != nullptr) cudaFreeHost(const_cast<uint32_t*>(flags_));
 }
 
-void* SignalWords::Word(size_t i) const { return static_cast<char*>(device_words_) + i * sizeof(uint32_t); }
+void* SignalFlags::Flag(size_t i) const { return static_cast<char*>(device_flags_) + i * sizeof(uint32_t); }
 
-Status SignalWords::EnqueueWrite(void* stream, size_t i, uint32_t value) const {
-  return EnqueueWriteWord(stream, Word(i), value);
+Status SignalFlags::EnqueueWrite(void* stream, size_t i, uint32_t value) const {
+  return EnqueueWriteFlag(stream, Flag(i), value);
 }
 
-Status SignalWords::EnqueueWait(void* stream, size_t i, uint32_t value) const {
-  return Enqueue(false, stream, Word(i), value, CU_STREAM_WAIT_VALUE_EQ);
+Status SignalFlags::EnqueueWait(void* stream, size_t i, uint32_t value) const {
+  return Enqueue(false, stream, Flag(i), value, CU_STREAM_WAIT_VALUE_EQ);
 }
 
-Status SignalWords::EnqueueWaitReached(void* stream, size_t i, uint32_t value) const {
-  return EnqueueWaitWordReached(stream, Word(i), value);
+Status SignalFlags::EnqueueWaitReached(void* stream, size_t i, uint32_t value) const {
+  return EnqueueWaitFlagReached(stream, Flag(i), value);
 }
 
 }  // namespace chorus::kernels::cuda

@@ -1,5 +1,5 @@
-// TCP lanes (tcp_transport.h): a collective's large messages cut into a part per lane
-// after the first, each lane its own engine and sockets; the lanes the ranks agree on;
+// TCP channels (tcp_transport.h): a collective's large messages cut into a part per channel
+// after the first, each channel its own engine and sockets; the channels the ranks agree on;
 // how many a host gets by default.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ using testing::MeshOptions;
 Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20))); }
 uint64_t CollectiveTag(uint32_t step) { return transport::CollectiveTag(5, step); }
 
-// Sizes around the cuts (three lanes: lane 0 below 256 KiB, then two parts on lanes 1
+// Sizes around the cuts (three channels: channel 0 below 256 KiB, then two parts on channels 1
 // and 2, from the one each tag picks, a remainder in the last).
 const size_t kSizes[] = {
     0, 1, (128 << 10) - 1, 128 << 10, (256 << 10) - 1, 256 << 10, (384 << 10) + 7, (1 << 20) + 5, (16 << 20) + 3};
@@ -69,17 +69,17 @@ void ExchangeEverySize(std::vector<std::unique_ptr<TcpTransport>>& t, bool late_
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-TEST(TcpLanesTest, MessagesCutAcrossLanesArriveWhole) {
+TEST(TcpChannelsTest, MessagesCutAcrossChannelsArriveWhole) {
   for (const std::string engine : {"epoll", "uring"}) {
     for (int n : {2, 3}) {
       MeshOptions o;
       o.engine = engine;
-      o.lanes = 3;
+      o.channels = 3;
       auto t = MakeMesh(n, o);
       ASSERT_TRUE(t.ok()) << t.status().ToString();
       for (auto& x : t.value()) {
-        EXPECT_EQ(x->lanes(), 3);
-        EXPECT_NE(x->Describe().find("3 lanes"), std::string::npos) << x->Describe();
+        EXPECT_EQ(x->channels(), 3);
+        EXPECT_NE(x->Describe().find("3 channels"), std::string::npos) << x->Describe();
       }
       ExchangeEverySize(t.value(), false);
       ExchangeEverySize(t.value(), true);
@@ -88,22 +88,22 @@ TEST(TcpLanesTest, MessagesCutAcrossLanesArriveWhole) {
   }
 }
 
-// The mesh has the fewest lanes any rank asked for (each rank connects the same sockets).
-TEST(TcpLanesTest, RanksAgreeOnTheFewestLanesAsked) {
+// The mesh has the fewest channels any rank asked for (each rank connects the same sockets).
+TEST(TcpChannelsTest, RanksAgreeOnTheFewestChannelsAsked) {
   MeshOptions o;
   o.engine = "epoll";
-  o.rank_lanes = {4, 2, 3};
+  o.rank_channels = {4, 2, 3};
   auto t = MakeMesh(3, o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(t.value()[r]->lanes(), 2) << "rank " << r;
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(t.value()[r]->channels(), 2) << "rank " << r;
   ExchangeEverySize(t.value(), false);
 }
 
-// An abort reaches the peer's waits on every lane: a cut message's Recv fails naming it.
-TEST(TcpLanesTest, AnAbortFailsThePeersCutMessage) {
+// An abort reaches the peer's waits on every channel: a cut message's Recv fails naming it.
+TEST(TcpChannelsTest, AnAbortFailsThePeersCutMessage) {
   MeshOptions o;
   o.engine = "epoll";
-  o.lanes = 3;
+  o.channels = 3;
   auto t = MakeMesh(2, o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   std::vector<char> in(8 << 20);
@@ -116,14 +116,14 @@ TEST(TcpLanesTest, AnAbortFailsThePeersCutMessage) {
   EXPECT_NE(st.message().find("of a 8388608-byte message"), std::string::npos) << st.message();
 }
 
-TEST(TcpLanesTest, AutoLanesGiveEachRankALanePerCore) {
-  EXPECT_EQ(AutoLanes(2, 2), 1);  // this CI machine, two ranks
-  EXPECT_EQ(AutoLanes(2, 1), 2);
-  EXPECT_EQ(AutoLanes(4, 3), 1);
-  EXPECT_EQ(AutoLanes(16, 2), 8);  // the GPU machine, two ranks
-  EXPECT_EQ(AutoLanes(16, 8), 2);
-  EXPECT_EQ(AutoLanes(128, 1), kMaxLanes);
-  EXPECT_EQ(AutoLanes(0, 0), 1);  // unknown
+TEST(TcpChannelsTest, AutoChannelsGiveEachRankAChannelPerCore) {
+  EXPECT_EQ(AutoChannels(2, 2), 1);  // this CI machine, two ranks
+  EXPECT_EQ(AutoChannels(2, 1), 2);
+  EXPECT_EQ(AutoChannels(4, 3), 1);
+  EXPECT_EQ(AutoChannels(16, 2), 8);  // the GPU machine, two ranks
+  EXPECT_EQ(AutoChannels(16, 8), 2);
+  EXPECT_EQ(AutoChannels(128, 1), kMaxChannels);
+  EXPECT_EQ(AutoChannels(0, 0), 1);  // unknown
 }
 
 }  // namespace
