@@ -6,7 +6,7 @@
 # Prints one line per case and exits non-zero if any chose the wrong sources.
 # usage: tools/check_cuda_detection.sh [bazel flags...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 fake=$(mktemp -d)
 trap 'rm -rf "$fake"' EXIT

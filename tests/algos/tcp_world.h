@@ -13,6 +13,7 @@
 #include "algos/context.h"
 #include "common/buffer_cache.h"
 #include "common/status.h"
+#include "tests/util/slowdown.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 
@@ -37,13 +38,14 @@ class TcpWorld {
   BufferCache& scratch(int rank) { return *scratch_[static_cast<size_t>(rank)]; }
 
   // Runs body(rank, ctx) on one thread per rank. Every rank gets the same fresh
-  // sequence number, fingerprint(rank) and a deadline `deadline_ms` from now. A rank
+  // sequence number, fingerprint(rank) and a deadline `deadline_ms` from now (by
+  // default 30 s, scaled for a sanitizer build: tests/util/slowdown.h). A rank
   // whose body fails aborts its transport, as the communicator does, so that its
   // peers fail promptly instead of waiting for their deadline. Returns each rank's
   // status.
   std::vector<Status> Run(const std::function<uint64_t(int rank)>& fingerprint,
                           const std::function<Status(int rank, const algos::Context& ctx)>& body,
-                          int64_t deadline_ms = 30000);
+                          int64_t deadline_ms = 30000 * kSlowdown);
 
   // Reserves k sequence numbers that no Run will use, for bodies that run several
   // collectives at once (each needs its own tag space); returns the first.
