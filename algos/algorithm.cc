@@ -6,9 +6,9 @@ namespace chorus::algos {
 namespace {
 
 // CUDA IPC is chosen by where the buffers are, never forced.
-constexpr Algorithm kForceable[] = {Algorithm::kRing,     Algorithm::kRecursiveDoubling, Algorithm::kTree,
-                                    Algorithm::kChain,    Algorithm::kLinear,            Algorithm::kPairwise,
-                                    Algorithm::kDissemination, Algorithm::kHierarchical};
+constexpr Algorithm kForceable[] = {
+    Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kTree,          Algorithm::kChain,
+    Algorithm::kLinear, Algorithm::kPairwise,          Algorithm::kDissemination, Algorithm::kHierarchical};
 
 }  // namespace
 

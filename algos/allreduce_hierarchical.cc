@@ -37,8 +37,9 @@ Context Within(const Context& ctx, GroupTransport& group) {
 Status AllReduceAmong(const Context& ctx, GroupTransport& group, void* buf, size_t count, DataType dtype, ReduceOp op,
                       const Tuning& tuning) {
   const Context gctx = Within(ctx, group);
-  return count * DataTypeSize(dtype) <= tuning.chunk_bytes ? AllReduceRecursiveDoubling(gctx, buf, buf, count, dtype, op)
-                                                          : AllReduceRing(gctx, buf, buf, count, dtype, op, tuning);
+  return count * DataTypeSize(dtype) <= tuning.chunk_bytes
+             ? AllReduceRecursiveDoubling(gctx, buf, buf, count, dtype, op)
+             : AllReduceRing(gctx, buf, buf, count, dtype, op, tuning);
 }
 
 // The same over leaders, for hosts of different sizes.
@@ -73,8 +74,8 @@ Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const voi
                              DataType dtype, ReduceOp op, const Tuning& tuning) {
   const int me = ctx.rank();
   if (topo.size() != ctx.size()) {
-    return InvalidArgument("hierarchical all_reduce on " + std::to_string(ctx.size()) + " ranks, but the topology has " +
-                           std::to_string(topo.size()));
+    return InvalidArgument("hierarchical all_reduce on " + std::to_string(ctx.size()) +
+                           " ranks, but the topology has " + std::to_string(topo.size()));
   }
   if (!topo.even()) return AllReduceByLeaders(ctx, topo, send, recv, count, dtype, op, tuning);
   const std::vector<int>& host = topo.hosts[topo.host_of[me]];

@@ -33,8 +33,8 @@
 //     receives are mostly posted when our chunks land. A forwarded partial sum is
 //     ready long before the peer wants it (it finishes the step before first); it
 //     waits in our recv buffer, not copied into the peer's transport.
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <utility>
@@ -153,7 +153,7 @@ Status AllReduceRing(const Context& ctx, const void* send, void* recv, size_t co
           CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, mine, p.chunk.count, n));
         }
         if (p.step == last_rs_step) OutputFinal(ctx, off, len);  // this block is complete here
-        if (!rs_walk.done()) post_rs();  // the scratch slot just consumed is free again
+        if (!rs_walk.done()) post_rs();                          // the scratch slot just consumed is free again
       } else {
         OutputFinal(ctx, off, len);  // all-gather: received complete
       }

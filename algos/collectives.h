@@ -49,8 +49,8 @@ Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype
 // broadcast: chain root -> root+1 -> ..., pipelined in chunks (large messages).
 Status BroadcastChain(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
 // reduce: binomial tree towards root, pipelined in chunks; recv is used on root only.
-Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
-                  int root, const Tuning& tuning);
+Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root,
+                  const Tuning& tuning);
 // all_gather: ring; recv holds size*count elements, rank r's block at r*count.
 Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
                      const Tuning& tuning);

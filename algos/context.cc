@@ -6,9 +6,9 @@ Status WaitRequest(const Context& ctx, transport::Request& req, int peer,
                    std::string (*describe)(uint64_t fingerprint)) {
   Status st = req.Wait(ctx.deadline);
   if (st.code() == StatusCode::kMismatch && req.remote_fingerprint() != 0 && describe != nullptr) {
-    return MismatchError("rank " + std::to_string(ctx.rank()) + " called " + describe(ctx.fingerprint) +
-                         " but rank " + std::to_string(peer) + " called " + describe(req.remote_fingerprint()) +
-                         " (collective #" + std::to_string(ctx.seq) + " on this communicator)");
+    return MismatchError("rank " + std::to_string(ctx.rank()) + " called " + describe(ctx.fingerprint) + " but rank " +
+                         std::to_string(peer) + " called " + describe(req.remote_fingerprint()) + " (collective #" +
+                         std::to_string(ctx.seq) + " on this communicator)");
   }
   return st;
 }

@@ -42,8 +42,8 @@ class StreamStaging {
 
 struct Context {
   transport::Transport& transport;
-  uint64_t seq;            // per-communicator sequence number of this collective
-  uint64_t fingerprint;    // describes the call; peers must present the same one
+  uint64_t seq;          // per-communicator sequence number of this collective
+  uint64_t fingerprint;  // describes the call; peers must present the same one
   Deadline deadline;
   StreamStaging* staging = nullptr;  // set only where the buffers are streamed bounce buffers
   BufferCache* scratch = nullptr;    // the communicator's scratch memory (null: allocate)

@@ -125,14 +125,12 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       return -1;
     case Collective::kReduceScatter:  // s: one rank's block
       return (n - 1) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
-    case Collective::kReduce:
-      return CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
+    case Collective::kReduce: return CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
     case Collective::kGather:
     case Collective::kScatter:
     case Collective::kAllToAll:  // s: everything one rank ends with
       return (n - 1) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
-    case Collective::kBarrier:
-      return CeilLog2(n) * flat.latency_us;
+    case Collective::kBarrier: return CeilLog2(n) * flat.latency_us;
   }
   return -1;
 }

@@ -39,9 +39,9 @@ struct Offer {
   Verdicts v;
   int64_t pid = 0;  // CUDA IPC maps other processes' memory only
   uint8_t has_send = 0, has_recv = 0;
-  uint8_t mps = 0;     // this rank's GPU contexts are shared through MPS
-  uint8_t always = 0;  // this rank set CHORUS_CUDA_IPC=always
-  uint8_t split = 0;   // this rank set CHORUS_CUDA_IPC_ONE_GPU=split
+  uint8_t mps = 0;      // this rank's GPU contexts are shared through MPS
+  uint8_t always = 0;   // this rank set CHORUS_CUDA_IPC=always
+  uint8_t split = 0;    // this rank set CHORUS_CUDA_IPC_ONE_GPU=split
   uint8_t signals = 0;  // this rank stages stream-form calls with signal flags
   ipc::DeviceUuid device{};
   ipc::ExportedBuffer send{}, recv{};
@@ -88,21 +88,15 @@ bool Reduces(Collective c) {
 // Which of rank p's buffers rank r reads (the send, the recv).
 std::pair<bool, bool> Reads(const DeviceCall& c, int r, int p) {
   switch (c.kind) {
-    case Collective::kAllReduce:
-      return {true, true};
+    case Collective::kAllReduce: return {true, true};
     case Collective::kReduceScatter:
     case Collective::kAllGather:
-    case Collective::kAllToAll:
-      return {true, false};
+    case Collective::kAllToAll: return {true, false};
     case Collective::kReduce:
-    case Collective::kGather:
-      return {r == c.root, false};
-    case Collective::kBroadcast:
-      return {false, r != c.root && p == c.root};
-    case Collective::kScatter:
-      return {p == c.root, false};
-    case Collective::kBarrier:
-      return {false, false};
+    case Collective::kGather: return {r == c.root, false};
+    case Collective::kBroadcast: return {false, r != c.root && p == c.root};
+    case Collective::kScatter: return {p == c.root, false};
+    case Collective::kBarrier: return {false, false};
   }
   return {false, false};
 }
@@ -147,8 +141,7 @@ Status PhaseOne(const Context& ctx, const DeviceCall& c, const std::vector<const
     case Collective::kAllToAll:  // block r of every rank's input, into block p of ours
       for (int p = 0; p < n; ++p) CHORUS_RETURN_IF_ERROR(ipc::CopyAsync(out + p * b, send[p] + r * b, b, stream));
       return Status::Ok();
-    case Collective::kBarrier:
-      return Status::Ok();
+    case Collective::kBarrier: return Status::Ok();
   }
   return Status::Ok();
 }
@@ -320,9 +313,8 @@ Result<IpcOutcome> RunCudaIpc(const Context& ctx, const DeviceCall& c, CudaIpcSt
     }
     if (Status reached = sync.Reach(p, state.mappings, ctx.deadline); !reached.ok()) {
       // Flags that cannot be mapped: this call is staged, the next ones use events.
-      v.Decline(sync.flags() ? kNotThisCall : kNever, "rank " + std::to_string(p) + "'s " +
-                                                          (sync.flags() ? "flags" : "events") + ": " +
-                                                          reached.message());
+      v.Decline(sync.flags() ? kNotThisCall : kNever,
+                "rank " + std::to_string(p) + "'s " + (sync.flags() ? "flags" : "events") + ": " + reached.message());
       break;
     }
     const auto [reads_send, reads_recv] = Reads(c, r, p);

@@ -34,8 +34,13 @@ class RingSends {
   // own: our block, in elements of `send` (of `es` bytes each), cut into chunks.
   RingSends(const Context& ctx, PendingSends& sends, int next, const void* send, size_t es, Span own,
             size_t chunk_elems, size_t ahead)
-      : ctx_(ctx), sends_(sends), next_(next), send_(send), es_(es),
-        own_(1, chunk_elems, [own](int) { return own; }), pacer_(ahead) {}
+      : ctx_(ctx),
+        sends_(sends),
+        next_(next),
+        send_(send),
+        es_(es),
+        own_(1, chunk_elems, [own](int) { return own; }),
+        pacer_(ahead) {}
 
   // A chunk received here; it goes on in its turn (Post).
   void Forward(const Posted& p) { forwards_.push_back(p); }

@@ -37,9 +37,9 @@ bool Fits(Collective c, Algorithm a, int world_size, const Topology& topo) {
 }
 
 // Every algorithm the cost model weighs, in order of preference on a tie.
-constexpr Algorithm kCandidates[] = {Algorithm::kRing,  Algorithm::kRecursiveDoubling, Algorithm::kHierarchical,
-                                     Algorithm::kTree,  Algorithm::kChain,             Algorithm::kLinear,
-                                     Algorithm::kPairwise, Algorithm::kDissemination};
+constexpr Algorithm kCandidates[] = {
+    Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kHierarchical, Algorithm::kTree, Algorithm::kChain,
+    Algorithm::kLinear, Algorithm::kPairwise,          Algorithm::kDissemination};
 
 Algorithm OnlyAlgorithm(Collective c) {
   switch (c) {
@@ -109,7 +109,9 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
   const auto because = [explain](Algorithm a, const auto& why) { return Choice{a, explain ? why() : std::string()}; };
   const CostModel& m = config_.model;
   if (has_forced_ && Supports(c, forced_) && Fits(c, forced_, world_size, m.topology)) {
-    return because(forced_, [&] { return "forced by CHORUS_ALGO=" + std::string(AlgorithmName(forced_)) + Predictions(c, bytes, world_size); });
+    return because(forced_, [&] {
+      return "forced by CHORUS_ALGO=" + std::string(AlgorithmName(forced_)) + Predictions(c, bytes, world_size);
+    });
   }
   const auto where = [&] {
     return m.topology.size() == world_size ? m.topology.Describe() : std::to_string(world_size) + " ranks";
@@ -142,8 +144,8 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
   return because(best, [&] {
     const bool hosts = m.topology.size() == world_size && m.topology.num_hosts() > 1;
     return std::to_string(bytes) + " B on " + where() + " (" + LinkName(m.intra) + " within hosts" +
-           (hosts ? std::string(", ") + LinkName(m.inter) + " between" : std::string()) +
-           "): lowest predicted time" + Predictions(c, bytes, world_size) + note();
+           (hosts ? std::string(", ") + LinkName(m.inter) + " between" : std::string()) + "): lowest predicted time" +
+           Predictions(c, bytes, world_size) + note();
   });
 }
 

@@ -10,13 +10,12 @@
 #include <string>
 
 #include "algos/algorithm.h"
-#include "algos/fingerprint.h"
 #include "algos/cost_model.h"
+#include "algos/fingerprint.h"
 #include "algos/topology.h"
 #include "common/status.h"
 
 namespace chorus::algos {
-
 
 // Whether the algorithm waits for its input and reports its final output through the
 // staging hooks (context.h); device buffers are streamed through host bounce buffers only

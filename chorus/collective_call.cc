@@ -28,8 +28,8 @@ std::string CallName(const CollectiveCall& call, int rank) {
 }
 
 size_t WindowElems(const CollectiveCall& call, size_t window_bytes) {
-  const bool elementwise = call.kind == Collective::kAllReduce || call.kind == Collective::kBroadcast ||
-                           call.kind == Collective::kReduce;
+  const bool elementwise =
+      call.kind == Collective::kAllReduce || call.kind == Collective::kBroadcast || call.kind == Collective::kReduce;
   const size_t es = DataTypeSize(call.dtype);
   if (!elementwise || window_bytes == 0 || call.count * es <= window_bytes) return call.count;
   return window_bytes / es > 0 ? window_bytes / es : 1;

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "algos/input_order.h"
-#include "common/log.h"
 #include "chorus/transport_setup.h"
+#include "common/log.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/signal_flags.h"
 #include "kernels/cuda/stream_ops.h"
@@ -143,8 +143,9 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
     if (h.cores > 0) sc.model.crowding = std::max(sc.model.crowding, static_cast<double>(h.ranks) / h.cores);
     if (h.cores > 0 && h.ranks > h.cores) {
       tuning_.crowded_cores = true;
-      if (rank_ == 0) CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks on " << h.cores
-                                        << " cores: large tree chunks wait for their credit");
+      if (rank_ == 0)
+        CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks on " << h.cores
+                            << " cores: large tree chunks wait for their credit");
     }
   }
 
@@ -215,8 +216,8 @@ Result<std::string> CommunicatorImpl::Explain(const std::string& collective, siz
   first.count = per;
   const algos::Choice choice = selector_->Choose(*kind, first.bytes(size_), size_, /*explain=*/true);
   std::string out = std::string(algos::CollectiveName(*kind)) + " of " + std::to_string(count) + " " +
-                    DataTypeName(dtype) + " (" + std::to_string(call.bytes(size_)) + " B) on " +
-                    std::to_string(size_) + " ranks: ";
+                    DataTypeName(dtype) + " (" + std::to_string(call.bytes(size_)) + " B) on " + std::to_string(size_) +
+                    " ranks: ";
   if (windowed) {
     out += std::to_string((count + per - 1) / per) + " windows of up to " + std::to_string(first.bytes(size_)) +
            " B (CHORUS_STAGING_WINDOW), each ";
@@ -275,19 +276,20 @@ Status RunOnHost(const StagedRuns& runs) {
 }  // namespace
 
 HostRun CommunicatorImpl::P2PRun(bool is_send, size_t bytes, int peer, uint32_t tag, std::string what) {
-  return [this, is_send, bytes, peer, tag, what = std::move(what)](const void* send, void* recv,
-                                                                     algos::StreamStaging*) {
-    return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what).Wait();
-  };
+  return
+      [this, is_send, bytes, peer, tag, what = std::move(what)](const void* send, void* recv, algos::StreamStaging*) {
+        return PostP2PHost(is_send, is_send ? const_cast<void*>(send) : recv, bytes, peer, tag, what).Wait();
+      };
 }
 
 Work CommunicatorImpl::PostP2P(bool is_send, void* buf, size_t bytes, int peer, uint32_t tag) {
   Result<std::string> what = CheckP2P(is_send, buf, bytes, peer, tag);
   if (!what.ok()) return Work::Failed(what.status());
   if (bytes > 0 && kernels::cuda::PointerKind(buf) == kernels::cuda::MemoryKind::kDevice) {
-    return Work::Failed(InvalidArgument(
-        what.value() + ": the buffer is device memory; ISend/IRecv take host buffers (use Send/Recv, which stage "
-                       "device buffers, or the CUDA-stream form)"));
+    return Work::Failed(
+        InvalidArgument(what.value() +
+                        ": the buffer is device memory; ISend/IRecv take host buffers (use Send/Recv, which stage "
+                        "device buffers, or the CUDA-stream form)"));
   }
   return PostP2PHost(is_send, buf, bytes, peer, tag, std::move(what.value()));
 }
@@ -318,9 +320,9 @@ Status CommunicatorImpl::Choose(const CollectiveCall& call, const CollectiveCall
   const algos::Choice choice = selector_->Choose(call.kind, call.bytes(size_), size_, LogEnabled(LogLevel::kTrace));
   *algorithm = choice.algorithm;
   ctx->emplace(NewContext(whole, choice.algorithm));  // a window fingerprints as its whole call
-  CHORUS_TRACE(algos::DescribeFingerprint((*ctx)->fingerprint) << " #" << (*ctx)->seq << ": "
-                                                                << algos::AlgorithmName(choice.algorithm) << " ("
-                                                                << choice.reason << ")");
+  CHORUS_TRACE(algos::DescribeFingerprint((*ctx)->fingerprint)
+               << " #" << (*ctx)->seq << ": " << algos::AlgorithmName(choice.algorithm) << " (" << choice.reason
+               << ")");
   return Status::Ok();
 }
 
@@ -332,14 +334,14 @@ Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* 
   if (io->streamed) {
     io->input_order = algos::InputReadOrder(call.kind, algorithm, rank_, size_, call.count, call.dtype);
   }
-  return HostRun([this, ctx = *chosen, call, algorithm](const void* send, void* recv,
-                                                       algos::StreamStaging* staging) mutable {
-    CollectiveCall on = call;  // the caller's buffers, or their host bounce buffers
-    on.send = send;
-    on.recv = recv;
-    ctx.staging = staging;
-    return RunChosen(ctx, on, algorithm);
-  });
+  return HostRun(
+      [this, ctx = *chosen, call, algorithm](const void* send, void* recv, algos::StreamStaging* staging) mutable {
+        CollectiveCall on = call;  // the caller's buffers, or their host bounce buffers
+        on.send = send;
+        on.recv = recv;
+        ctx.staging = staging;
+        return RunChosen(ctx, on, algorithm);
+      });
 }
 
 Status CommunicatorImpl::RunChosen(algos::Context& ctx, const CollectiveCall& call, algos::Algorithm algorithm) {
@@ -385,7 +387,8 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
   if (place.value() == IoPlace::kDevice) {
     if (std::optional<Work> w = TryCudaIpc(call, io, std::nullopt)) return w->Wait();
   }
-  if (place.value() == IoPlace::kHost && WindowElems(call, static_cast<size_t>(config_.staging_window_bytes)) >= call.count) {
+  if (place.value() == IoPlace::kHost &&
+      WindowElems(call, static_cast<size_t>(config_.staging_window_bytes)) >= call.count) {
     // Host buffers in one window (every small call): straight to the algorithm, with
     // nothing allocated on the way.
     std::optional<algos::Context> ctx;
@@ -432,9 +435,8 @@ Work CommunicatorImpl::EnqueueOn(void* stream, const DeviceIo& io, const std::st
 std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, const DeviceIo& io,
                                                  std::optional<void*> caller_stream) {
   std::lock_guard<std::mutex> lock(ipc_mu_);
-  const algos::DevicePlacement where{
-      local_size_ == size_, ipc_turned_off_, ipc_declined_, gpu_time_sliced_, caller_stream.has_value(),
-      time_sliced_signals_, ipc_flags_};
+  const algos::DevicePlacement where{local_size_ == size_,      ipc_turned_off_,      ipc_declined_, gpu_time_sliced_,
+                                     caller_stream.has_value(), time_sliced_signals_, ipc_flags_};
   const algos::Choice choice = selector_->ChooseForDevice(call.kind, call.bytes(size_), size_, where);
   if (choice.algorithm != algos::Algorithm::kCudaIpc) return std::nullopt;
   if (Status st = Validate(call, rank_, size_); !st.ok()) return Work::Failed(st);
@@ -505,12 +507,12 @@ std::optional<Work> CommunicatorImpl::TryCudaIpc(const CollectiveCall& call, con
                           << "so calls of every size keep CUDA IPC");
     } else {
       CHORUS_INFO("rank " << rank_ << ": " << gpu_time_sliced_ << ": host-form calls up to "
-                        << (algos::kTimeSlicedStagedMaxBytes >> 20) << " MiB"
-                        << (time_sliced_signals_ ? ", stream-form ones up to " +
-                                                       std::to_string(algos::kTimeSlicedStreamStagedMaxBytes >> 10) +
-                                                       " KiB,"
-                                                 : "")
-                        << " are staged from now on (flags or MPS avoid that)");
+                          << (algos::kTimeSlicedStagedMaxBytes >> 20) << " MiB"
+                          << (time_sliced_signals_
+                                  ? ", stream-form ones up to " +
+                                        std::to_string(algos::kTimeSlicedStreamStagedMaxBytes >> 10) + " KiB,"
+                                  : "")
+                          << " are staged from now on (flags or MPS avoid that)");
     }
   }
   return WorkUntilEvent(out.value().end, config_.timeout_ms, what);
@@ -549,8 +551,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int
   const std::string split_prefix = prefix_ + "split" + std::to_string(split_seq_.fetch_add(1)) + "/";
   // Every rank publishes (color, key); members of a color sort by (key, old rank).
   Result<std::vector<std::string>> all = rendezvous::AllGather(
-      *rdv_->store, split_prefix + "colors", rank_, size_, std::to_string(color) + " " + std::to_string(key),
-      deadline);
+      *rdv_->store, split_prefix + "colors", rank_, size_, std::to_string(color) + " " + std::to_string(key), deadline);
   if (!all.ok()) return all.status().WithContext("split on rank " + std::to_string(rank_));
   if (color < 0) return std::unique_ptr<CommunicatorImpl>();
   std::vector<std::pair<int, int>> members;  // (key, old rank)

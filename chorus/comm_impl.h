@@ -12,11 +12,11 @@
 
 #include "algos/cuda_ipc_collectives.h"
 #include "algos/selector.h"
-#include "common/buffer_cache.h"
 #include "chorus/collective_call.h"
 #include "chorus/communicator.h"
 #include "chorus/device_calls.h"
 #include "chorus/executor.h"
+#include "common/buffer_cache.h"
 #include "kernels/cuda/device_memory.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/init_method.h"
@@ -120,17 +120,17 @@ class CommunicatorImpl {
   std::atomic<uint64_t> coll_seq_{0};
   std::atomic<uint64_t> split_seq_{0};
   std::unique_ptr<DeviceCalls> device_;  // declared before executor_: its tasks use it
-  std::mutex ipc_mu_;                      // one CUDA IPC call at a time
+  std::mutex ipc_mu_;                    // one CUDA IPC call at a time
   struct IpcDevice {
     algos::CudaIpcState state;
     kernels::cuda::Stream host_form_stream;  // made by the first host-form call on the device
   };
   std::map<int, std::unique_ptr<IpcDevice>> ipc_;  // by CUDA device
-  std::string ipc_declined_;    // why the ranks found CUDA IPC impossible for good (same on every rank)
-  std::string ipc_turned_off_;  // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
-  std::string gpu_time_sliced_;  // ranks sharing a GPU without MPS, from the first call through CUDA IPC
-  bool time_sliced_signals_ = false;  // ... and every rank stages stream-form calls with signal flags
-  bool ipc_flags_ = false;  // the last call through CUDA IPC ordered the streams with flags
+  std::string ipc_declined_;                   // why the ranks found CUDA IPC impossible for good (same on every rank)
+  std::string ipc_turned_off_;                 // the ranks that set CHORUS_CUDA_IPC=off (empty: none)
+  std::string gpu_time_sliced_;                // ranks sharing a GPU without MPS, from the first call through CUDA IPC
+  bool time_sliced_signals_ = false;           // ... and every rank stages stream-form calls with signal flags
+  bool ipc_flags_ = false;                     // the last call through CUDA IPC ordered the streams with flags
   std::atomic<uint64_t> device_calls_ipc_{0};  // the staged ones: DeviceCalls::staged()
   std::atomic<uint64_t> device_calls_ipc_flags_{0};
   std::unique_ptr<Executor> executor_;

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "chorus/config.h"
+#include "chorus/work.h"
 #include "common/status.h"
 #include "common/types.h"
-#include "chorus/work.h"
 
 namespace chorus {
 
@@ -79,8 +79,8 @@ class Communicator {
   Result<std::string> Explain(const std::string& collective, size_t count, DataType dtype) const;
 
   // Point-to-point. Send/Recv take host or device buffers (a device buffer is staged
-  // through host memory; it must be ready when called); ISend/IRecv host buffers. The n-th Recv from a peer with a tag receives
-  // the n-th Send that peer made to this rank with that tag; sizes must agree.
+  // through host memory; it must be ready when called); ISend/IRecv host buffers. The n-th Recv from a peer with a tag
+  // receives the n-th Send that peer made to this rank with that tag; sizes must agree.
   Status Send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
   Status Recv(void* buf, size_t bytes, int peer, uint32_t tag = 0);
   Work ISend(const void* buf, size_t bytes, int peer, uint32_t tag = 0);

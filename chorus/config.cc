@@ -18,9 +18,10 @@ struct ModeValue {
   const char* name;
 };
 
-constexpr ModeValue<TransportMode> kTransportModes[] = {
-    {TransportMode::kAuto, "auto"}, {TransportMode::kShm, "shm"}, {TransportMode::kTcp, "tcp"},
-    {TransportMode::kRdma, "rdma"}};
+constexpr ModeValue<TransportMode> kTransportModes[] = {{TransportMode::kAuto, "auto"},
+                                                        {TransportMode::kShm, "shm"},
+                                                        {TransportMode::kTcp, "tcp"},
+                                                        {TransportMode::kRdma, "rdma"}};
 constexpr ModeValue<ShmSingleCopy> kShmSingleCopies[] = {
     {ShmSingleCopy::kAuto, "auto"}, {ShmSingleCopy::kOn, "on"}, {ShmSingleCopy::kOff, "off"}};
 constexpr ModeValue<CudaIpcMode> kCudaIpcModes[] = {
@@ -64,7 +65,8 @@ std::string AllowedNames(const char* variable, const ModeValue<E> (&values)[N]) 
   std::string s;
   for (const ModeValue<E>& v : values) s += std::string(s.empty() ? "" : ", ") + "`" + v.name + "`";
   for (const Renamed& r : kRenamed) {
-    if (std::string(r.variable) == variable) s += std::string("; `") + r.old_name + "` (deprecated) = `" + r.new_name + "`";
+    if (std::string(r.variable) == variable)
+      s += std::string("; `") + r.old_name + "` (deprecated) = `" + r.new_name + "`";
   }
   return s;
 }
@@ -113,7 +115,10 @@ struct Setting {
 
 template <typename E, size_t N>
 Setting Mode(const char* name, E Config::*field, const ModeValue<E> (&values)[N], const char* meaning) {
-  return Setting{name, "mode", AllowedNames(name, values), meaning,
+  return Setting{name,
+                 "mode",
+                 AllowedNames(name, values),
+                 meaning,
                  [name, field, &values](const std::string& v, Config& c) -> Status {
                    Result<E> m = ParseMode(name, v, values);
                    if (!m.ok()) return m.status();
@@ -128,10 +133,13 @@ Setting Mode(const char* name, E Config::*field, const ModeValue<E> (&values)[N]
 template <typename T>
 Setting Int(const char* name, const char* type, T Config::*field, int64_t min, int64_t max, const char* meaning,
             int64_t scale = 1, const char* shown = nullptr) {
-  return Setting{name, type, std::to_string(min) + "-" + std::to_string(max), meaning,
+  return Setting{name,
+                 type,
+                 std::to_string(min) + "-" + std::to_string(max),
+                 meaning,
                  [name, field, min, max, scale](const std::string& v, Config& c) -> Status {
-                   Result<int64_t> n = EnvInt([&](const std::string&) { return std::optional<std::string>(v); },
-                                              name, 0, min, max);
+                   Result<int64_t> n =
+                       EnvInt([&](const std::string&) { return std::optional<std::string>(v); }, name, 0, min, max);
                    if (!n.ok()) return n.status();
                    c.*field = static_cast<T>(n.value() * scale);
                    return Status::Ok();
@@ -147,7 +155,10 @@ Setting Bytes(const char* name, int64_t Config::*field, int64_t min, int64_t max
   std::string allowed = zero_too ? "`0` or " : "";
   allowed += max > 0 ? FormatBytes(min) + "-" + FormatBytes(max) : "at least " + FormatBytes(min);
   allowed += " (bytes; K, M, G suffixes)";
-  return Setting{name, "bytes", allowed, meaning,
+  return Setting{name,
+                 "bytes",
+                 allowed,
+                 meaning,
                  [name, field, min, max, zero_too](const std::string& v, Config& c) -> Status {
                    Result<int64_t> b = ParseByteSize(name, v);
                    if (!b.ok()) return b.status();
@@ -163,8 +174,12 @@ Setting Bytes(const char* name, int64_t Config::*field, int64_t min, int64_t max
                  [field](const Config& c) { return FormatBytes(c.*field); }};
 }
 
-Setting Text(const char* name, std::string Config::*field, const char* shown, const char* allowed, const char* meaning) {
-  return Setting{name, "text", allowed, meaning,
+Setting Text(const char* name, std::string Config::*field, const char* shown, const char* allowed,
+             const char* meaning) {
+  return Setting{name,
+                 "text",
+                 allowed,
+                 meaning,
                  [field](const std::string& v, Config& c) {
                    c.*field = v;
                    return Status::Ok();
@@ -237,9 +252,10 @@ const std::vector<Setting>& Table() {
                      "writes flags in its device memory that the peers' streams wait on) or `events` "
                      "(interprocess events); `events` on any rank, or a driver without stream memory operations, "
                      "makes every rank use events"));
-    t.push_back(Bytes("CHORUS_STAGING_WINDOW", &Config::staging_window_bytes, 4096, 0, true,
-                      "all_reduce, broadcast and reduce above this run as consecutive calls of at most this size, "
-                      "so device buffers staged through host memory need pinned bounce buffers this small; 0: no windows"));
+    t.push_back(
+        Bytes("CHORUS_STAGING_WINDOW", &Config::staging_window_bytes, 4096, 0, true,
+              "all_reduce, broadcast and reduce above this run as consecutive calls of at most this size, "
+              "so device buffers staged through host memory need pinned bounce buffers this small; 0: no windows"));
     t.push_back(Mode("CHORUS_STAGING_SYNC", &Config::staging_sync, kStagingSyncs,
                      "how a staged stream-form call holds the caller's stream: `signals` (every copy enqueued at "
                      "the call, waiting on signals in mapped host memory that the staging task writes) or `kernel` "
@@ -261,8 +277,8 @@ const std::vector<Setting>& Table() {
                         [](const Config& c) {
                           return c.algo ? std::string(algos::AlgorithmName(*c.algo)) : std::string("(cost model)");
                         }});
-    t.push_back(Bytes("CHORUS_CHUNK_BYTES", &Config::chunk_bytes, 4096, 0, false,
-                      "pipelining chunk of the collectives"));
+    t.push_back(
+        Bytes("CHORUS_CHUNK_BYTES", &Config::chunk_bytes, 4096, 0, false, "pipelining chunk of the collectives"));
     t.push_back(Bytes("CHORUS_SCRATCH_CACHE", &Config::scratch_cache_bytes, 0, 0, false,
                       "scratch kept per communicator for the next call (the algorithms', and as much again for "
                       "TCP's copies of early messages); 0: allocate every time"));

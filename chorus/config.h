@@ -37,34 +37,34 @@ const char* ModeName(StagingSync m);
 const char* ModeName(TcpEngine m);
 
 struct Config {
-  int64_t timeout_ms = 30 * 60 * 1000;                  // CHORUS_TIMEOUT
-  int64_t connect_timeout_ms = 5 * 60 * 1000;           // CHORUS_CONNECT_TIMEOUT
-  TransportMode transport = TransportMode::kAuto;       // CHORUS_TRANSPORT
-  std::string host_id;                                  // CHORUS_HOSTID
-  std::string shm_dir = "/dev/shm";                     // CHORUS_SHM_DIR
-  ShmSingleCopy shm_single_copy = ShmSingleCopy::kAuto;  // CHORUS_SHM_SINGLE_COPY
-  std::string ib_hca;                                   // CHORUS_IB_HCA
-  int ib_gid_index = -1;                                // CHORUS_IB_GID_INDEX
-  int64_t ib_eager_bytes = 8 << 10;                     // CHORUS_IB_EAGER_BYTES
-  int64_t ib_poll_us = 0;                               // CHORUS_IB_POLL_US
-  int64_t spin_us = 100;                                // CHORUS_SPIN_US
-  int64_t ib_peer_timeout_ms = 10 * 1000;               // CHORUS_IB_PEER_TIMEOUT
-  CudaIpcMode cuda_ipc = CudaIpcMode::kAuto;            // CHORUS_CUDA_IPC
+  int64_t timeout_ms = 30 * 60 * 1000;                      // CHORUS_TIMEOUT
+  int64_t connect_timeout_ms = 5 * 60 * 1000;               // CHORUS_CONNECT_TIMEOUT
+  TransportMode transport = TransportMode::kAuto;           // CHORUS_TRANSPORT
+  std::string host_id;                                      // CHORUS_HOSTID
+  std::string shm_dir = "/dev/shm";                         // CHORUS_SHM_DIR
+  ShmSingleCopy shm_single_copy = ShmSingleCopy::kAuto;     // CHORUS_SHM_SINGLE_COPY
+  std::string ib_hca;                                       // CHORUS_IB_HCA
+  int ib_gid_index = -1;                                    // CHORUS_IB_GID_INDEX
+  int64_t ib_eager_bytes = 8 << 10;                         // CHORUS_IB_EAGER_BYTES
+  int64_t ib_poll_us = 0;                                   // CHORUS_IB_POLL_US
+  int64_t spin_us = 100;                                    // CHORUS_SPIN_US
+  int64_t ib_peer_timeout_ms = 10 * 1000;                   // CHORUS_IB_PEER_TIMEOUT
+  CudaIpcMode cuda_ipc = CudaIpcMode::kAuto;                // CHORUS_CUDA_IPC
   CudaIpcOneGpu cuda_ipc_one_gpu = CudaIpcOneGpu::kLeader;  // CHORUS_CUDA_IPC_ONE_GPU
-  CudaIpcSync cuda_ipc_sync = CudaIpcSync::kFlags;      // CHORUS_CUDA_IPC_SYNC
-  StagingSync staging_sync = StagingSync::kSignals;     // CHORUS_STAGING_SYNC
-  TcpEngine tcp_engine = TcpEngine::kAuto;              // CHORUS_TCP_ENGINE
-  int nsocks_per_peer = 2;                              // CHORUS_NSOCKS_PERPEER
-  int tcp_lanes = 0;                                    // CHORUS_TCP_LANES
-  int64_t socket_bufsize = 4 << 20;                     // CHORUS_SOCKET_BUFSIZE
-  int64_t stripe_min_bytes = 256 << 10;                 // CHORUS_STRIPE_MIN
-  std::string socket_ifname;                            // CHORUS_SOCKET_IFNAME
-  std::optional<algos::Algorithm> algo;                 // CHORUS_ALGO; none: the cost model
-  int64_t staging_window_bytes = int64_t{64} << 20;     // CHORUS_STAGING_WINDOW
-  int64_t chunk_bytes = 512 << 10;                      // CHORUS_CHUNK_BYTES
-  int64_t scratch_cache_bytes = int64_t{256} << 20;     // CHORUS_SCRATCH_CACHE
-  int64_t early_pause_bytes = int64_t{64} << 20;        // CHORUS_EARLY_PAUSE
-  int64_t early_resume_bytes = int64_t{16} << 20;       // CHORUS_EARLY_RESUME
+  CudaIpcSync cuda_ipc_sync = CudaIpcSync::kFlags;          // CHORUS_CUDA_IPC_SYNC
+  StagingSync staging_sync = StagingSync::kSignals;         // CHORUS_STAGING_SYNC
+  TcpEngine tcp_engine = TcpEngine::kAuto;                  // CHORUS_TCP_ENGINE
+  int nsocks_per_peer = 2;                                  // CHORUS_NSOCKS_PERPEER
+  int tcp_lanes = 0;                                        // CHORUS_TCP_LANES
+  int64_t socket_bufsize = 4 << 20;                         // CHORUS_SOCKET_BUFSIZE
+  int64_t stripe_min_bytes = 256 << 10;                     // CHORUS_STRIPE_MIN
+  std::string socket_ifname;                                // CHORUS_SOCKET_IFNAME
+  std::optional<algos::Algorithm> algo;                     // CHORUS_ALGO; none: the cost model
+  int64_t staging_window_bytes = int64_t{64} << 20;         // CHORUS_STAGING_WINDOW
+  int64_t chunk_bytes = 512 << 10;                          // CHORUS_CHUNK_BYTES
+  int64_t scratch_cache_bytes = int64_t{256} << 20;         // CHORUS_SCRATCH_CACHE
+  int64_t early_pause_bytes = int64_t{64} << 20;            // CHORUS_EARLY_PAUSE
+  int64_t early_resume_bytes = int64_t{16} << 20;           // CHORUS_EARLY_RESUME
 
   // Reads every CHORUS_* variable; an error names the variable, its bad value and
   // the values allowed.

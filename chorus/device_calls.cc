@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/log.h"
 #include "chorus/signalled_staging.h"
 #include "chorus/staging_pipeline.h"
+#include "common/log.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/signal_flags.h"
@@ -56,9 +56,9 @@ constexpr size_t kMaxSignalSegments = 4096;
 // stream waits for the other through an event, which CUDA sees (a wait on a flag
 // written by another stream is an order CUDA's scheduler does not know about).
 Result<cuda::StreamEvent> EnqueueWindowCopies(const cuda::SignalFlags& flags, const SignalView& view,
-                                             const SignalledWindow& w, const cuda::StreamEvent* previous,
-                                             const DeviceIo& io, char* host_send, char* host_recv, void* copies,
-                                             void* caller) {
+                                              const SignalledWindow& w, const cuda::StreamEvent* previous,
+                                              const DeviceIo& io, char* host_send, char* host_recv, void* copies,
+                                              void* caller) {
   if (previous != nullptr) CHORUS_RETURN_IF_ERROR(previous->EnqueueWaitOn(copies));
   const auto* send = static_cast<const char*>(io.send);
   for (size_t k : w.in_order) {
@@ -256,19 +256,21 @@ Status DeviceCalls::Init(int device) {
       res->flags = std::move(flags.value());
       res->signalled.copies = std::move(c3.value());
     } else {
-      CHORUS_WARN("CHORUS_STAGING_SYNC=signals: " << (flags.ok() ? c3.status() : flags.status()).message()
-                                                   << "; staged calls hold their stream with the semaphore wait kernel instead");
+      CHORUS_WARN("CHORUS_STAGING_SYNC=signals: "
+                  << (flags.ok() ? c3.status() : flags.status()).message()
+                  << "; staged calls hold their stream with the semaphore wait kernel instead");
     }
   }
   // The program's own kernels cannot be: say what a first launch behind a semaphore does
   // (signal flags hold no stream behind a kernel).
   static std::atomic<bool> warned{false};
   if (!res->flags.valid() && cuda::LazyLoading() && !warned.exchange(true)) {
-    CHORUS_WARN("CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the default): a kernel launched "
-                "for the first time while a staged chorus call holds its stream waits for that call, and the call's "
-                "copies wait for the loading, until the call's timeout. Set CUDA_MODULE_LOADING=EAGER (or use "
-                "CHORUS_STAGING_SYNC=signals, the default, where the driver allows it), or launch each kernel once "
-                "before the first collective on device buffers across hosts");
+    CHORUS_WARN(
+        "CUDA loads kernels lazily in this process (CUDA_MODULE_LOADING=LAZY, the default): a kernel launched "
+        "for the first time while a staged chorus call holds its stream waits for that call, and the call's "
+        "copies wait for the loading, until the call's timeout. Set CUDA_MODULE_LOADING=EAGER (or use "
+        "CHORUS_STAGING_SYNC=signals, the default, where the driver allows it), or launch each kernel once "
+        "before the first collective on device buffers across hosts");
   }
   res->semaphore = std::move(semaphore.value());
   res->executor.copies = std::move(c1.value());
@@ -343,20 +345,21 @@ Work DeviceCalls::Enqueue(void* stream, StagedRuns windows, Executor& executor, 
   Resources* res = res_.get();
   auto shared_event = std::make_shared<cuda::StreamEvent>(std::move(event.value()));
   executor.Post(
-      [res, host = host.value(), windows = std::move(windows), shared_event, seq, device = device.value(),
-       timeout_ms, what = std::move(what)]() {
+      [res, host = host.value(), windows = std::move(windows), shared_event, seq, device = device.value(), timeout_ms,
+       what = std::move(what)]() {
         Status st = cuda::SetDevice(device);
         if (st.ok()) {
           st = shared_event->Wait(Deadline::AfterMs(timeout_ms),
-                                 "waiting for the work enqueued before it on the caller's stream");
+                                  "waiting for the work enqueued before it on the caller's stream");
         }
         if (st.ok()) st = StageAll(res->executor, windows, host, timeout_ms);
         if (st.ok() && res->semaphore.Expired(seq)) {
-          st = Status(StatusCode::kTimeout, "the caller's stream went on without this call: its semaphore gave up after " +
-                                                std::to_string(timeout_ms / 1000 + 10) +
-                                                " s waiting (the outputs there are not the results; a kernel launched "
-                                                "for the first time meanwhile waits for the whole device under CUDA's "
-                                                "lazy loading: CUDA_MODULE_LOADING=EAGER avoids that)");
+          st = Status(StatusCode::kTimeout,
+                      "the caller's stream went on without this call: its semaphore gave up after " +
+                          std::to_string(timeout_ms / 1000 + 10) +
+                          " s waiting (the outputs there are not the results; a kernel launched "
+                          "for the first time meanwhile waits for the whole device under CUDA's "
+                          "lazy loading: CUDA_MODULE_LOADING=EAGER avoids that)");
         }
         res->semaphore.Release(seq);  // success or not: the stream goes on
         return st.ok() ? st : st.WithContext(what);
@@ -381,7 +384,7 @@ Work DeviceCalls::EnqueueSignalled(void* stream, StagedRuns windows, Executor& e
     res.seq = NextSeq(res.seq);
     plan.push_back(PlanWindow(windows[i].io, res.seq, kStagingSegment, kMaxSignalSegments));
     Result<cuda::StreamEvent> landed = EnqueueWindowCopies(res.flags, view, plan.back(), res.landed.get(),
-                                                          windows[i].io, host->send, host->recv, copies, stream);
+                                                           windows[i].io, host->send, host->recv, copies, stream);
     st = landed.status();
     if (st.ok()) res.landed = std::make_shared<cuda::StreamEvent>(std::move(landed.value()));
   }

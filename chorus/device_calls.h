@@ -57,11 +57,11 @@
 
 #include "algos/context.h"
 #include "chorus/collective_call.h"
-#include "common/deadline.h"
 #include "chorus/executor.h"
 #include "chorus/signalled_staging.h"
-#include "common/status.h"
 #include "chorus/work.h"
+#include "common/deadline.h"
+#include "common/status.h"
 #include "kernels/cuda/stream_ops.h"
 
 namespace chorus::internal {
@@ -119,7 +119,7 @@ class DeviceCalls {
   Status RunNow(const StagedRuns& windows, int64_t timeout_ms, bool on_executor = false);
 
  private:
-  struct Staging;  // two copy streams (to the host, back) and two pinned buffers, grown on demand
+  struct Staging;       // two copy streams (to the host, back) and two pinned buffers, grown on demand
   struct HostBuffers {  // a call's pinned bounce buffers (send may point into recv's: aliased calls)
     char* send = nullptr;
     char* recv = nullptr;

@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "common/status.h"
 #include "chorus/work.h"
+#include "common/status.h"
 
 namespace chorus::internal {
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "chorus/collective_call.h"
-#include "common/deadline.h"
 #include "chorus/staging_pipeline.h"
+#include "common/deadline.h"
 #include "common/status.h"
 
 namespace chorus::internal {

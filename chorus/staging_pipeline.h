@@ -38,8 +38,7 @@ class CopyEngine {
 
 // The segments of `bytes` (of `segment` bytes each) in the order `ranges` reads them
 // (empty and out-of-range ranges ignored), then every other one in address order.
-std::vector<size_t> SegmentsInOrder(const std::vector<std::pair<size_t, size_t>>& ranges, size_t bytes,
-                                    size_t segment);
+std::vector<size_t> SegmentsInOrder(const std::vector<std::pair<size_t, size_t>>& ranges, size_t bytes, size_t segment);
 
 class StagingPipeline final : public algos::StreamStaging {
  public:

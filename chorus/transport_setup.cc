@@ -99,7 +99,8 @@ std::optional<std::string> NoShmReason(const std::vector<PeerInfo>& peers, const
                                        const std::vector<std::string>& offers) {
   for (int r : group) {
     if (offers[r].rfind("ok ", 0) != 0) {
-      return "rank " + std::to_string(r) + " (host " + peers[r].hostname + ") has no shared-memory segment: " + offers[r];
+      return "rank " + std::to_string(r) + " (host " + peers[r].hostname +
+             ") has no shared-memory segment: " + offers[r];
     }
   }
   return std::nullopt;
@@ -154,7 +155,8 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
 
   // 2. Everyone learns what everyone has (a rank that cannot do RDMA still takes part,
   // so that every rank fails with the same clear error instead of a timeout).
-  Result<std::vector<std::string>> all = rendezvous::AllGather(store, prefix + "peers", rank, size, me.Serialize(), deadline);
+  Result<std::vector<std::string>> all =
+      rendezvous::AllGather(store, prefix + "peers", rank, size, me.Serialize(), deadline);
   if (!all.ok()) return all.status();
   TransportSetup out;
   std::vector<std::string> rdma_addrs, hosts;
@@ -246,8 +248,9 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     return Unavailable("rank " + std::to_string(rank) + ": CHORUS_TRANSPORT=rdma, but " +
                        without_rdma.value_or("this rank has no RDMA transport"));
   } else {
-    network_choice = config.transport == TransportMode::kTcp ? "tcp (CHORUS_TRANSPORT=tcp)"
-                                                             : "tcp (" + without_rdma.value_or("no RDMA transport") + ")";
+    network_choice = config.transport == TransportMode::kTcp
+                         ? "tcp (CHORUS_TRANSPORT=tcp)"
+                         : "tcp (" + without_rdma.value_or("no RDMA transport") + ")";
     rdma.reset();
     std::vector<transport::PeerAddress> addresses;
     for (const PeerInfo& p : out.peers) {

@@ -1,9 +1,9 @@
 #include "common/env.h"
 
+#include <strings.h>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <strings.h>
 
 namespace chorus {
 
@@ -23,8 +23,7 @@ EnvLookup MapEnv(std::map<std::string, std::string> values) {
   };
 }
 
-Result<int64_t> EnvInt(const EnvLookup& env, const std::string& name, int64_t fallback, int64_t min,
-                       int64_t max) {
+Result<int64_t> EnvInt(const EnvLookup& env, const std::string& name, int64_t fallback, int64_t min, int64_t max) {
   std::optional<std::string> v = env(name);
   if (!v) return fallback;
   errno = 0;
@@ -35,8 +34,8 @@ Result<int64_t> EnvInt(const EnvLookup& env, const std::string& name, int64_t fa
     return InvalidArgument(name + "='" + *v + "' is not an integer");
   }
   if (parsed < min || parsed > max) {
-    return InvalidArgument(name + "=" + *v + " is out of range [" + std::to_string(min) + ", " +
-                           std::to_string(max) + "]");
+    return InvalidArgument(name + "=" + *v + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) +
+                           "]");
   }
   return static_cast<int64_t>(parsed);
 }
@@ -62,11 +61,16 @@ Result<int64_t> ParseByteSize(const std::string& name, const std::string& text) 
   }
   int64_t mult = 1;
   std::string suffix(end);
-  if (suffix == "" || suffix == "B" || suffix == "b") mult = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1LL << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1LL << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1LL << 30;
-  else return InvalidArgument(name + "='" + text + "' has an unknown size suffix '" + suffix + "'");
+  if (suffix == "" || suffix == "B" || suffix == "b")
+    mult = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    mult = 1LL << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
+    mult = 1LL << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
+    mult = 1LL << 30;
+  else
+    return InvalidArgument(name + "='" + text + "' has an unknown size suffix '" + suffix + "'");
   if (n > INT64_MAX / mult) return InvalidArgument(name + "='" + text + "' is too large a byte size");
   return static_cast<int64_t>(n) * mult;
 }

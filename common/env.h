@@ -16,13 +16,13 @@ namespace chorus {
 // Returns the value of a variable, or nullopt when unset. Empty counts as unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
-EnvLookup ProcessEnv();                                        // getenv
+EnvLookup ProcessEnv();                                       // getenv
 EnvLookup MapEnv(std::map<std::string, std::string> values);  // for tests
 
 // Parses an integer variable; `fallback` when unset; an error naming the variable
 // when the value is not an integer in [min, max].
-Result<int64_t> EnvInt(const EnvLookup& env, const std::string& name, int64_t fallback,
-                       int64_t min = INT64_MIN, int64_t max = INT64_MAX);
+Result<int64_t> EnvInt(const EnvLookup& env, const std::string& name, int64_t fallback, int64_t min = INT64_MIN,
+                       int64_t max = INT64_MAX);
 // Parses a string variable restricted to `allowed` (case-insensitive); returned lowercased.
 Result<std::string> EnvChoice(const EnvLookup& env, const std::string& name, const std::string& fallback,
                               std::initializer_list<const char*> allowed);

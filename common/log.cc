@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
+#include <strings.h>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 namespace chorus {
 namespace {
@@ -48,8 +48,8 @@ void LogLine(LogLevel level, const std::string& text) {
     if (gethostname(buf, sizeof(buf) - 1) != 0) std::strcpy(buf, "?");
     return std::string(buf);
   }();
-  std::string line = "[chorus " + host + ":" + std::to_string(getpid()) + " rank " +
-                     std::to_string(g_log_rank.load()) + " " + LevelName(level) + "] " + text + "\n";
+  std::string line = "[chorus " + host + ":" + std::to_string(getpid()) + " rank " + std::to_string(g_log_rank.load()) +
+                     " " + LevelName(level) + "] " + text + "\n";
   // One write per line so lines from threads and ranks do not interleave.
   ssize_t unused = write(STDERR_FILENO, line.data(), line.size());
   (void)unused;

@@ -18,13 +18,13 @@ void LogLine(LogLevel level, const std::string& text);
 
 }  // namespace chorus
 
-#define CHORUS_LOG(level, expr)                                         \
-  do {                                                                  \
-    if (::chorus::LogEnabled(::chorus::LogLevel::level)) {              \
-      std::ostringstream _chorus_os;                                    \
-      _chorus_os << expr;                                               \
-      ::chorus::LogLine(::chorus::LogLevel::level, _chorus_os.str());   \
-    }                                                                   \
+#define CHORUS_LOG(level, expr)                                       \
+  do {                                                                \
+    if (::chorus::LogEnabled(::chorus::LogLevel::level)) {            \
+      std::ostringstream _chorus_os;                                  \
+      _chorus_os << expr;                                             \
+      ::chorus::LogLine(::chorus::LogLevel::level, _chorus_os.str()); \
+    }                                                                 \
   } while (0)
 
 #define CHORUS_WARN(expr) CHORUS_LOG(kWarn, expr)

@@ -10,15 +10,15 @@ namespace chorus {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // caller passed something wrong (size, rank, dtype, env value)
-  kTimeout,           // a deadline passed
-  kPeerFailed,        // a peer closed, vanished or reported an abort
-  kMismatch,          // ranks called different operations / sizes
-  kIoError,           // a system call failed
-  kProtocolError,     // bytes on the wire were not what the protocol allows
-  kUnavailable,       // a feature or device is not present here (no GPU, no verbs)
-  kAborted,           // the communicator was aborted or shut down
-  kInternal,          // a bug in chorus
+  kInvalidArgument,  // caller passed something wrong (size, rank, dtype, env value)
+  kTimeout,          // a deadline passed
+  kPeerFailed,       // a peer closed, vanished or reported an abort
+  kMismatch,         // ranks called different operations / sizes
+  kIoError,          // a system call failed
+  kProtocolError,    // bytes on the wire were not what the protocol allows
+  kUnavailable,      // a feature or device is not present here (no GPU, no verbs)
+  kAborted,          // the communicator was aborted or shut down
+  kInternal,         // a bug in chorus
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -56,7 +56,7 @@ Status IoError(const std::string& what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -73,8 +73,8 @@ class [[nodiscard]] Result {
 
 }  // namespace chorus
 
-#define CHORUS_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    ::chorus::Status _chorus_st = (expr);     \
-    if (!_chorus_st.ok()) return _chorus_st;  \
+#define CHORUS_RETURN_IF_ERROR(expr)         \
+  do {                                       \
+    ::chorus::Status _chorus_st = (expr);    \
+    if (!_chorus_st.ok()) return _chorus_st; \
   } while (0)

@@ -44,16 +44,18 @@ const char* ReduceOpName(ReduceOp op) {
 }
 
 Result<DataType> ParseDataType(const std::string& name) {
-  struct Alias { const char* name; DataType type; };
+  struct Alias {
+    const char* name;
+    DataType type;
+  };
   static const Alias kAliases[] = {
-      {"float32", DataType::kFloat32}, {"float", DataType::kFloat32},   {"fp32", DataType::kFloat32},
-      {"float64", DataType::kFloat64}, {"double", DataType::kFloat64},  {"fp64", DataType::kFloat64},
-      {"float16", DataType::kFloat16}, {"half", DataType::kFloat16},    {"fp16", DataType::kFloat16},
-      {"bfloat16", DataType::kBFloat16}, {"bf16", DataType::kBFloat16},
-      {"int8", DataType::kInt8},       {"char", DataType::kInt8},
-      {"uint8", DataType::kUint8},     {"byte", DataType::kUint8},
-      {"int32", DataType::kInt32},     {"int", DataType::kInt32},
-      {"int64", DataType::kInt64},     {"long", DataType::kInt64},
+      {"float32", DataType::kFloat32},   {"float", DataType::kFloat32},  {"fp32", DataType::kFloat32},
+      {"float64", DataType::kFloat64},   {"double", DataType::kFloat64}, {"fp64", DataType::kFloat64},
+      {"float16", DataType::kFloat16},   {"half", DataType::kFloat16},   {"fp16", DataType::kFloat16},
+      {"bfloat16", DataType::kBFloat16}, {"bf16", DataType::kBFloat16},  {"int8", DataType::kInt8},
+      {"char", DataType::kInt8},         {"uint8", DataType::kUint8},    {"byte", DataType::kUint8},
+      {"int32", DataType::kInt32},       {"int", DataType::kInt32},      {"int64", DataType::kInt64},
+      {"long", DataType::kInt64},
   };
   for (const Alias& a : kAliases) {
     if (strcasecmp(a.name, name.c_str()) == 0) return a.type;

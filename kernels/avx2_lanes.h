@@ -167,37 +167,69 @@ struct LaneOp;
 template <>
 struct LaneOp<SumOp> {
   template <typename L>
-  static typename L::V Apply(typename L::V a, typename L::V b) { return L::Sum(a, b); }
+  static typename L::V Apply(typename L::V a, typename L::V b) {
+    return L::Sum(a, b);
+  }
 };
 template <>
 struct LaneOp<ProdOp> {
   template <typename L>
-  static typename L::V Apply(typename L::V a, typename L::V b) { return L::Prod(a, b); }
+  static typename L::V Apply(typename L::V a, typename L::V b) {
+    return L::Prod(a, b);
+  }
 };
 template <>
 struct LaneOp<MaxOp> {
   template <typename L>
-  static typename L::V Apply(typename L::V a, typename L::V b) { return L::Max(a, b); }
+  static typename L::V Apply(typename L::V a, typename L::V b) {
+    return L::Max(a, b);
+  }
 };
 template <>
 struct LaneOp<MinOp> {
   template <typename L>
-  static typename L::V Apply(typename L::V a, typename L::V b) { return L::Min(a, b); }
+  static typename L::V Apply(typename L::V a, typename L::V b) {
+    return L::Min(a, b);
+  }
 };
 
 // Storage type -> lanes.
 template <typename S>
 struct LanesFor;
-template <> struct LanesFor<float> { using type = F32Lanes; };
-template <> struct LanesFor<double> { using type = F64Lanes; };
-template <> struct LanesFor<Half> { using type = F16Lanes; };
-template <> struct LanesFor<BFloat16> { using type = BF16Lanes; };
-template <> struct LanesFor<int8_t> { using type = I8Lanes; };
-template <> struct LanesFor<uint8_t> { using type = U8Lanes; };
-template <> struct LanesFor<int32_t> { using type = I32Lanes; };
-template <> struct LanesFor<int64_t> { using type = I64Lanes; };
+template <>
+struct LanesFor<float> {
+  using type = F32Lanes;
+};
+template <>
+struct LanesFor<double> {
+  using type = F64Lanes;
+};
+template <>
+struct LanesFor<Half> {
+  using type = F16Lanes;
+};
+template <>
+struct LanesFor<BFloat16> {
+  using type = BF16Lanes;
+};
+template <>
+struct LanesFor<int8_t> {
+  using type = I8Lanes;
+};
+template <>
+struct LanesFor<uint8_t> {
+  using type = U8Lanes;
+};
+template <>
+struct LanesFor<int32_t> {
+  using type = I32Lanes;
+};
+template <>
+struct LanesFor<int64_t> {
+  using type = I64Lanes;
+};
 
 }  // namespace avx2
-}  // inline namespace CHORUS_KERNELS_ISA
+}  // namespace CHORUS_KERNELS_ISA
 }  // namespace kernels
 }  // namespace chorus

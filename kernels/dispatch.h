@@ -41,6 +41,6 @@ bool VisitReduceOp(ReduceOp op, Visitor&& visit) {
   return false;
 }
 
-}  // inline namespace CHORUS_KERNELS_ISA
+}  // namespace CHORUS_KERNELS_ISA
 }  // namespace kernels
 }  // namespace chorus

@@ -216,6 +216,6 @@ CHORUS_HD inline S ScaleForAvgOne(S v, int n) {
   }
 }
 
-}  // inline namespace CHORUS_KERNELS_ISA
+}  // namespace CHORUS_KERNELS_ISA
 }  // namespace kernels
 }  // namespace chorus

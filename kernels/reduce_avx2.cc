@@ -70,7 +70,8 @@ void BinaryLoop(void* dst_v, const void* a_v, const void* b_v, size_t count) {
   }
   if (off < bytes) {
     const size_t rest = bytes - off;
-    StorePartial<L>(dst + off, rest, F::template Apply<L>(LoadPartial<L>(a + off, rest), LoadPartial<L>(b + off, rest)));
+    StorePartial<L>(dst + off, rest,
+                    F::template Apply<L>(LoadPartial<L>(a + off, rest), LoadPartial<L>(b + off, rest)));
   }
 }
 

@@ -208,7 +208,8 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
     std::string line = text.substr(start, end - start);
     start = end + 1;
     size_t eq = line.find('=');
-    if (eq == std::string::npos || eq == 0) return ProtocolError("peer info line '" + Escape(line) + "' is not key=value");
+    if (eq == std::string::npos || eq == 0)
+      return ProtocolError("peer info line '" + Escape(line) + "' is not key=value");
     std::string key = line.substr(0, eq), value;
     if (!Unescape(line.substr(eq + 1), &value)) {
       return ProtocolError("peer info line '" + Escape(line) + "' has a bad % escape");

@@ -30,8 +30,7 @@ Status ReadInt(const EnvLookup& env, const std::string& name, int64_t min, int* 
 }
 
 // An integer variable that must be set once its launcher was detected.
-Status RequireInt(const EnvLookup& env, const std::string& name, const std::string& launcher, int64_t min,
-                  int* out) {
+Status RequireInt(const EnvLookup& env, const std::string& name, const std::string& launcher, int64_t min, int* out) {
   if (!env(name)) return InvalidArgument(name + " is not set although " + launcher + " was detected");
   return ReadInt(env, name, min, out);
 }
@@ -177,8 +176,10 @@ Status ParseHostPort(const std::string& url, const std::string& hostport, std::s
 }
 
 std::string NoLauncherMessage(const std::string& var) {
-  return var + " is not set and no launcher (torchrun, SLURM, Open MPI, PBS) was detected; pass it as an "
-               "argument or set " + var;
+  return var +
+         " is not set and no launcher (torchrun, SLURM, Open MPI, PBS) was detected; pass it as an "
+         "argument or set " +
+         var;
 }
 
 }  // namespace
@@ -247,11 +248,12 @@ Result<InitSpec> ResolveInit(const std::string& init_method, int rank, int world
     } else if (l != nullptr && !l->master_addr.empty()) {
       spec.master_addr = l->master_addr;
     } else {
-      return InvalidArgument("MASTER_ADDR is not set (env:// needs it" +
-                             std::string(l && l->source == "Open MPI"
-                                             ? "; Open MPI does not say which host runs rank 0: mpirun -x MASTER_ADDR=..."
-                                             : "") +
-                             ")");
+      return InvalidArgument(
+          "MASTER_ADDR is not set (env:// needs it" +
+          std::string(l && l->source == "Open MPI"
+                          ? "; Open MPI does not say which host runs rank 0: mpirun -x MASTER_ADDR=..."
+                          : "") +
+          ")");
     }
     if (spec.master_addr.size() > 2 && spec.master_addr.front() == '[' && spec.master_addr.back() == ']') {
       spec.master_addr = spec.master_addr.substr(1, spec.master_addr.size() - 2);

@@ -19,7 +19,7 @@ struct InitSpec {
   std::string method;       // "env", "tcp", "file"
   std::string master_addr;  // env, tcp: where the store is ("" for file)
   uint16_t master_port = 0;
-  std::string file_path;    // file
+  std::string file_path;  // file
   int rank = -1;
   int world_size = -1;
   // -1 when no launcher said; the bootstrap then derives them from host ids.

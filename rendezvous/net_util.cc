@@ -94,7 +94,8 @@ std::string DefaultHostAddress() {
   return "127.0.0.1";
 }
 
-Result<std::string> SelectFromInterfaces(const std::string& ifname_filter, const std::vector<NetInterface>& interfaces) {
+Result<std::string> SelectFromInterfaces(const std::string& ifname_filter,
+                                         const std::vector<NetInterface>& interfaces) {
   Result<InterfaceFilter> filter = InterfaceFilter::Parse(ifname_filter);
   if (!filter.ok()) return filter.status();
   // Loopback only when nothing else matches: other hosts cannot reach it.
@@ -105,8 +106,8 @@ Result<std::string> SelectFromInterfaces(const std::string& ifname_filter, const
   }
   std::string present;
   for (const NetInterface& i : interfaces) present += (present.empty() ? "" : ", ") + i.name + "=" + i.ip;
-  return InvalidArgument("no network interface matches the filter '" + ifname_filter + "' (interfaces up: " +
-                         (present.empty() ? std::string("none") : present) + ")");
+  return InvalidArgument("no network interface matches the filter '" + ifname_filter +
+                         "' (interfaces up: " + (present.empty() ? std::string("none") : present) + ")");
 }
 
 Result<std::string> SelectInterfaceAddress(const std::string& ifname_filter, const std::string& master_addr) {

@@ -135,8 +135,7 @@ Result<Rendezvous> JoinTcp(const InitSpec& spec, Deadline deadline) {
     if (server.ok()) {
       rdv.server = std::move(server.value());
     } else if (server.status().code() == StatusCode::kUnavailable) {
-      CHORUS_INFO("rank 0: port " << spec.master_port << " is taken; assuming an external store listens at "
-                                  << where);
+      CHORUS_INFO("rank 0: port " << spec.master_port << " is taken; assuming an external store listens at " << where);
     } else {
       return server.status().WithContext("rank 0 starting the store for " + spec.method + "://");
     }
@@ -256,8 +255,8 @@ Result<Rendezvous> FindFileStore(const InitSpec& spec, Deadline deadline) {
     return TimeoutError("rank " + std::to_string(spec.rank) + ": rendezvous file " + path + " did not appear within " +
                         waited + " (rank 0 writes it once its store is up; is rank 0 running, with the same path?)");
   }
-  return TimeoutError("rank " + std::to_string(spec.rank) + ": no usable store found through rendezvous file " +
-                      path + " within " + waited + "; last rejected because " + why.message());
+  return TimeoutError("rank " + std::to_string(spec.rank) + ": no usable store found through rendezvous file " + path +
+                      " within " + waited + "; last rejected because " + why.message());
 }
 
 }  // namespace

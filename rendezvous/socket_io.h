@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "common/unique_fd.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace chorus::rendezvous {
 

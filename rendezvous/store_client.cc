@@ -17,8 +17,7 @@ int64_t TimeoutMs(std::chrono::milliseconds t) { return std::max<int64_t>(t.coun
 
 }  // namespace
 
-Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& host, uint16_t port,
-                                                          Deadline deadline) {
+Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& host, uint16_t port, Deadline deadline) {
   const std::string address = JoinHostPort(host, port);
   if (host.empty()) return InvalidArgument("store address has no host (port " + std::to_string(port) + ")");
   if (port == 0) return InvalidArgument("store address " + address + " has port 0");
@@ -41,7 +40,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& hos
         if (!pong.ok()) {
           return Status(pong.status().code(), "connected to " + address +
                                                   " but it did not answer a store PING (is a chorus store "
-                                                  "listening there?): " + pong.status().message());
+                                                  "listening there?): " +
+                                                  pong.status().message());
         }
         CHORUS_TRACE("connected to store " << address << " after " << attempts << " attempt(s)");
         return client;
@@ -54,9 +54,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& hos
     std::this_thread::sleep_for(std::min(backoff, std::chrono::milliseconds(deadline.RemainingMs())));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
-  return TimeoutError("could not connect to the store at " + address + " within " +
-                      FormatDuration(ElapsedMs(start)) + " (" + std::to_string(attempts) +
-                      " attempts; last error: " + last.message() + ")");
+  return TimeoutError("could not connect to the store at " + address + " within " + FormatDuration(ElapsedMs(start)) +
+                      " (" + std::to_string(attempts) + " attempts; last error: " + last.message() + ")");
 }
 
 void StoreClient::set_io_timeout(std::chrono::milliseconds timeout) {
@@ -152,8 +151,8 @@ Result<std::vector<std::string>> StoreClient::MultiGet(const std::vector<std::st
   Result<StoreReply> reply = Call(r, timeout);
   if (!reply.ok()) return reply.status();
   if (reply.value().values.size() != keys.size()) {
-    return ProtocolError("store " + address_ + " answered MULTI_GET of " + std::to_string(keys.size()) +
-                         " keys with " + std::to_string(reply.value().values.size()) + " values");
+    return ProtocolError("store " + address_ + " answered MULTI_GET of " + std::to_string(keys.size()) + " keys with " +
+                         std::to_string(reply.value().values.size()) + " values");
   }
   return std::move(reply.value().values);
 }

@@ -98,8 +98,8 @@ FrameParse ParseFrame(std::string_view buffer) {
   uint32_t length = LoadU32(buffer.data());
   if (length < 2) {
     r.state = FrameState::kInvalid;
-    r.error = ProtocolError("frame length " + std::to_string(length) +
-                            " is shorter than its 2-byte version/opcode header");
+    r.error =
+        ProtocolError("frame length " + std::to_string(length) + " is shorter than its 2-byte version/opcode header");
     return r;
   }
   if (length > kMaxStoreFrameBytes) {
@@ -144,12 +144,28 @@ std::string EncodeRequest(const StoreRequest& req) {
     for (const auto& k : req.keys) PutStr(&p, k);
   };
   switch (req.op) {
-    case StoreOp::kSet: PutStr(&p, key()); PutStr(&p, req.value); break;
-    case StoreOp::kGet: PutStr(&p, key()); PutI64(&p, req.number); break;
+    case StoreOp::kSet:
+      PutStr(&p, key());
+      PutStr(&p, req.value);
+      break;
+    case StoreOp::kGet:
+      PutStr(&p, key());
+      PutI64(&p, req.number);
+      break;
     case StoreOp::kWait:
-    case StoreOp::kMultiGet: list(); PutI64(&p, req.number); break;
-    case StoreOp::kAdd: PutStr(&p, key()); PutI64(&p, req.number); break;
-    case StoreOp::kCompareSet: PutStr(&p, key()); PutStr(&p, req.expected); PutStr(&p, req.value); break;
+    case StoreOp::kMultiGet:
+      list();
+      PutI64(&p, req.number);
+      break;
+    case StoreOp::kAdd:
+      PutStr(&p, key());
+      PutI64(&p, req.number);
+      break;
+    case StoreOp::kCompareSet:
+      PutStr(&p, key());
+      PutStr(&p, req.expected);
+      PutStr(&p, req.value);
+      break;
     case StoreOp::kDelete: PutStr(&p, key()); break;
     case StoreOp::kCheck: list(); break;
     case StoreOp::kPing: break;
@@ -196,9 +212,7 @@ std::string EncodeReply(StoreOp op, const StoreReply& reply) {
     PutStr(&p, reply.message);
     return EncodeFrame(static_cast<uint8_t>(op), p);
   }
-  auto first = [&reply]() -> std::string_view {
-    return reply.values.empty() ? std::string_view() : reply.values[0];
-  };
+  auto first = [&reply]() -> std::string_view { return reply.values.empty() ? std::string_view() : reply.values[0]; };
   switch (op) {
     case StoreOp::kGet:
     case StoreOp::kCompareSet: PutStr(&p, first()); break;
@@ -238,8 +252,7 @@ Result<StoreReply> DecodeReply(StoreOp op, uint8_t opcode, std::string_view payl
     return reply;
   }
   if (opcode != static_cast<uint8_t>(op)) {
-    return ProtocolError("reply opcode " + std::to_string(opcode) + " does not match the request " +
-                         StoreOpName(op));
+    return ProtocolError("reply opcode " + std::to_string(opcode) + " does not match the request " + StoreOpName(op));
   }
   bool ok = true;
   uint8_t flag = 0;
@@ -261,8 +274,8 @@ Result<StoreReply> DecodeReply(StoreOp op, uint8_t opcode, std::string_view payl
     case StoreOp::kPing: break;
   }
   if (!ok || !r.done()) {
-    return ProtocolError("malformed reply to " + std::string(StoreOpName(op)) + " (" +
-                         std::to_string(payload.size()) + " bytes)");
+    return ProtocolError("malformed reply to " + std::string(StoreOpName(op)) + " (" + std::to_string(payload.size()) +
+                         " bytes)");
   }
   return reply;
 }

@@ -181,8 +181,8 @@ void StoreServer::Loop::Accept() {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       // Out of descriptors or memory: the pending connection stays queued, so stop
       // polling the listener for a moment instead of spinning on it.
-      CHORUS_WARN("store server: accept failed (" << IoError("accept", errno).message()
-                                                  << "); pausing accepts for " << kAcceptPauseMs << " ms");
+      CHORUS_WARN("store server: accept failed (" << IoError("accept", errno).message() << "); pausing accepts for "
+                                                  << kAcceptPauseMs << " ms");
       epoll_event ev{};
       ev.data.fd = listen_.get();
       (void)epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &ev);
@@ -320,8 +320,7 @@ void StoreServer::Loop::Handle(Conn& c, StoreRequest req) {
         long long v = std::strtoll(it->second.c_str(), &end, 10);
         if (errno != 0 || it->second.empty() || *end != '\0') {
           reply.code = ReplyCode::kError;
-          reply.message = "ADD on key '" + key + "', which holds '" + it->second.substr(0, 64) +
-                          "', not an integer";
+          reply.message = "ADD on key '" + key + "', which holds '" + it->second.substr(0, 64) + "', not an integer";
           Reply(c, req.op, reply);
           return;
         }
@@ -330,8 +329,8 @@ void StoreServer::Loop::Handle(Conn& c, StoreRequest req) {
       int64_t next = 0;
       if (__builtin_add_overflow(current, req.number, &next)) {
         reply.code = ReplyCode::kError;
-        reply.message = "ADD of " + std::to_string(req.number) + " to key '" + key + "' (" +
-                        std::to_string(current) + ") overflows int64";
+        reply.message = "ADD of " + std::to_string(req.number) + " to key '" + key + "' (" + std::to_string(current) +
+                        ") overflows int64";
         Reply(c, req.op, reply);
         return;
       }
@@ -368,9 +367,7 @@ void StoreServer::Loop::Handle(Conn& c, StoreRequest req) {
       }
       Reply(c, req.op, reply);
       return;
-    case StoreOp::kPing:
-      Reply(c, req.op, reply);
-      return;
+    case StoreOp::kPing: Reply(c, req.op, reply); return;
   }
 }
 
@@ -440,8 +437,8 @@ void StoreServer::Loop::ExpireParked() {
     reply.message = std::string(missing.size() == 1 ? "key " : "keys ") + QuoteKeys(missing) +
                     (missing.size() == 1 ? " was" : " were") + " not set within " + FormatDuration(p.timeout_ms);
     if (p.request.keys.size() > 1) {
-      reply.message += " (" + std::to_string(missing.size()) + " of " + std::to_string(p.request.keys.size()) +
-                       " keys missing)";
+      reply.message +=
+          " (" + std::to_string(missing.size()) + " of " + std::to_string(p.request.keys.size()) + " keys missing)";
     }
     StoreOp op = p.request.op;
     Unpark(*c);
@@ -574,9 +571,8 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_
   if (getsockname(listener.value().get(), reinterpret_cast<sockaddr*>(&bound.storage), &bound.len) != 0) {
     return IoError("store server: getsockname", errno);
   }
-  const uint16_t actual = bound.family() == AF_INET
-                              ? ntohs(reinterpret_cast<sockaddr_in*>(&bound.storage)->sin_port)
-                              : ntohs(reinterpret_cast<sockaddr_in6*>(&bound.storage)->sin6_port);
+  const uint16_t actual = bound.family() == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&bound.storage)->sin_port)
+                                                    : ntohs(reinterpret_cast<sockaddr_in6*>(&bound.storage)->sin6_port);
 
   UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
   if (!ep.valid()) return IoError("store server: epoll_create1", errno);

@@ -8,8 +8,8 @@ namespace chorus::transport {
 Status ValidatePost(int self, int size, bool send, int peer, const void* buf, size_t bytes) {
   const bool peer_ok = peer >= 0 && peer < size, buf_ok = buf != nullptr || bytes == 0;
   if (peer_ok && buf_ok) return Status::Ok();  // every post: no string built
-  const std::string what = "rank " + std::to_string(self) + ": " + (send ? "send to" : "recv from") + " rank " +
-                           std::to_string(peer);
+  const std::string what =
+      "rank " + std::to_string(self) + ": " + (send ? "send to" : "recv from") + " rank " + std::to_string(peer);
   if (!peer_ok) return InvalidArgument(what + ", but the world has ranks 0.." + std::to_string(size - 1));
   return InvalidArgument(what + " of " + std::to_string(bytes) + " bytes from a null buffer");
 }
@@ -38,8 +38,8 @@ typename GroupFingerprints::Flat<V>::iterator GroupFingerprints::Find(Flat<V>& m
 template <typename V>
 void GroupFingerprints::EraseRange(Flat<V>& m, uint64_t first, uint64_t last) {
   auto from = Find(m, first);
-  auto to = std::upper_bound(from, m.end(), last,
-                             [](uint64_t g, const std::pair<uint64_t, V>& e) { return g < e.first; });
+  auto to =
+      std::upper_bound(from, m.end(), last, [](uint64_t g, const std::pair<uint64_t, V>& e) { return g < e.first; });
   m.erase(from, to);
 }
 

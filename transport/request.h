@@ -34,8 +34,15 @@ class BasicRequest : public Request {
   // request it did not complete).
   BasicRequest(Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint,
                int64_t spin_us = 0, RequestDriver* driver = nullptr)
-      : kind_(kind), self_(self), peer_(peer), tag_(tag), buf_(static_cast<char*>(buf)), bytes_(bytes),
-        fingerprint_(fingerprint), spin_us_(spin_us), driver_(driver) {}
+      : kind_(kind),
+        self_(self),
+        peer_(peer),
+        tag_(tag),
+        buf_(static_cast<char*>(buf)),
+        bytes_(bytes),
+        fingerprint_(fingerprint),
+        spin_us_(spin_us),
+        driver_(driver) {}
 
   bool Test() override { return done_.load(std::memory_order_acquire); }
   Status Wait(Deadline deadline) override;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/communicator.h"
 #include "check.h"
+#include "chorus/communicator.h"
 
 using chorus::DataType;
 using chorus::ReduceOp;

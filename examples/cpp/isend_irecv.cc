@@ -8,8 +8,8 @@
 #include <numeric>
 #include <vector>
 
-#include "chorus/communicator.h"
 #include "check.h"
+#include "chorus/communicator.h"
 
 namespace {
 // Tags say which way a message travels: with 2 ranks the left and the right neighbour
@@ -61,7 +61,6 @@ int main() {
     }
   }
   CHECK_OK(comm->Shutdown());
-  std::printf("rank %d: isend_irecv ok (interior sum %.0f computed while the halos travelled)\n", rank,
-              interior_sum);
+  std::printf("rank %d: isend_irecv ok (interior sum %.0f computed while the halos travelled)\n", rank, interior_sum);
   return 0;
 }

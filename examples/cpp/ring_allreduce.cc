@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "chorus/communicator.h"
 #include "check.h"
+#include "chorus/communicator.h"
 
 namespace {
 
@@ -20,8 +20,7 @@ size_t ChunkBegin(size_t count, int n, int c) { return count * c / n; }
 // One ring step: send chunk `send_c` to the right, receive chunk `recv_c` from the left
 // into `incoming`. Every rank sends before it receives, so the send must not wait for
 // the receive: ISend, then the blocking Recv, then wait for the send.
-void RingStep(chorus::Communicator& comm, const std::vector<float>& data, int send_c, int recv_c,
-              float* incoming) {
+void RingStep(chorus::Communicator& comm, const std::vector<float>& data, int send_c, int recv_c, float* incoming) {
   const int n = comm.size();
   const int right = (comm.rank() + 1) % n;
   const int left = (comm.rank() + n - 1) % n;

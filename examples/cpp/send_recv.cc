@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "chorus/communicator.h"
 #include "check.h"
+#include "chorus/communicator.h"
 
 int main() {
   std::unique_ptr<chorus::Communicator> comm = example::Connect(2);

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "chorus/communicator.h"
 #include "check.h"
+#include "chorus/communicator.h"
 
 namespace {
 
@@ -78,8 +78,8 @@ int main() {
     // SUM, then divide by the total sample count: the mean over the whole data set even
     // where shards differ in size (with equal shards, ReduceOp::kAvg of the shard means
     // gives the same).
-    CHECK_OK(comm->AllReduce(sums.data(), sums.data(), sums.size(), chorus::DataType::kFloat64,
-                             chorus::ReduceOp::kSum));
+    CHECK_OK(
+        comm->AllReduce(sums.data(), sums.data(), sums.size(), chorus::DataType::kFloat64, chorus::ReduceOp::kSum));
     const double samples = sums[kFeatures + 2];
     if (step == 0) {
       // The combined gradient is the one a single process gets from all the data.
@@ -114,7 +114,7 @@ int main() {
                   ", largest parameter error " + std::to_string(worst));
   }
   CHECK_OK(comm->Shutdown());
-  std::printf("rank %d: train_step ok (loss %.1e -> %.1e, w = %.3f %.3f %.3f %.3f, b = %.3f)\n", rank, first_loss,
-              loss, model.w[0], model.w[1], model.w[2], model.w[3], model.b);
+  std::printf("rank %d: train_step ok (loss %.1e -> %.1e, w = %.3f %.3f %.3f %.3f, b = %.3f)\n", rank, first_loss, loss,
+              model.w[0], model.w[1], model.w[2], model.w[3], model.b);
   return 0;
 }

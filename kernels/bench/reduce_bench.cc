@@ -34,8 +34,8 @@ namespace kernels {
 namespace {
 
 struct Options {
-  int trials = 5;          // best of this many timed batches
-  double min_ms = 30;      // each batch repeats the call for at least this long
+  int trials = 5;      // best of this many timed batches
+  double min_ms = 30;  // each batch repeats the call for at least this long
   size_t max_bytes = 64u << 20;
 };
 
@@ -63,13 +63,41 @@ int64_t ValueB(DataType t, size_t i) { return static_cast<int64_t>((i * 7) % 67)
 
 void Put(DataType t, uint8_t* base, size_t i, int64_t v) {
   switch (t) {
-    case DataType::kFloat32: { float f = static_cast<float>(v); memcpy(base + 4 * i, &f, 4); break; }
-    case DataType::kFloat64: { double d = static_cast<double>(v); memcpy(base + 8 * i, &d, 8); break; }
-    case DataType::kFloat16: { uint16_t h = FloatToHalf(static_cast<float>(v)); memcpy(base + 2 * i, &h, 2); break; }
-    case DataType::kBFloat16: { uint16_t h = FloatToBFloat16(static_cast<float>(v)); memcpy(base + 2 * i, &h, 2); break; }
-    case DataType::kInt8: { int8_t x = static_cast<int8_t>(v); memcpy(base + i, &x, 1); break; }
-    case DataType::kUint8: { uint8_t x = static_cast<uint8_t>(v); memcpy(base + i, &x, 1); break; }
-    case DataType::kInt32: { int32_t x = static_cast<int32_t>(v); memcpy(base + 4 * i, &x, 4); break; }
+    case DataType::kFloat32: {
+      float f = static_cast<float>(v);
+      memcpy(base + 4 * i, &f, 4);
+      break;
+    }
+    case DataType::kFloat64: {
+      double d = static_cast<double>(v);
+      memcpy(base + 8 * i, &d, 8);
+      break;
+    }
+    case DataType::kFloat16: {
+      uint16_t h = FloatToHalf(static_cast<float>(v));
+      memcpy(base + 2 * i, &h, 2);
+      break;
+    }
+    case DataType::kBFloat16: {
+      uint16_t h = FloatToBFloat16(static_cast<float>(v));
+      memcpy(base + 2 * i, &h, 2);
+      break;
+    }
+    case DataType::kInt8: {
+      int8_t x = static_cast<int8_t>(v);
+      memcpy(base + i, &x, 1);
+      break;
+    }
+    case DataType::kUint8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      memcpy(base + i, &x, 1);
+      break;
+    }
+    case DataType::kInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      memcpy(base + 4 * i, &x, 4);
+      break;
+    }
     case DataType::kInt64: memcpy(base + 8 * i, &v, 8); break;
   }
 }
@@ -77,14 +105,46 @@ void Put(DataType t, uint8_t* base, size_t i, int64_t v) {
 // The element as a double (NaN for a float NaN, e.g. left-over poison).
 double Get(DataType t, const uint8_t* base, size_t i) {
   switch (t) {
-    case DataType::kFloat32: { float f; memcpy(&f, base + 4 * i, 4); return f; }
-    case DataType::kFloat64: { double d; memcpy(&d, base + 8 * i, 8); return d; }
-    case DataType::kFloat16: { uint16_t h; memcpy(&h, base + 2 * i, 2); return HalfToFloat(h); }
-    case DataType::kBFloat16: { uint16_t h; memcpy(&h, base + 2 * i, 2); return BFloat16ToFloat(h); }
-    case DataType::kInt8: { int8_t x; memcpy(&x, base + i, 1); return x; }
-    case DataType::kUint8: { uint8_t x; memcpy(&x, base + i, 1); return x; }
-    case DataType::kInt32: { int32_t x; memcpy(&x, base + 4 * i, 4); return x; }
-    case DataType::kInt64: { int64_t x; memcpy(&x, base + 8 * i, 8); return static_cast<double>(x); }
+    case DataType::kFloat32: {
+      float f;
+      memcpy(&f, base + 4 * i, 4);
+      return f;
+    }
+    case DataType::kFloat64: {
+      double d;
+      memcpy(&d, base + 8 * i, 8);
+      return d;
+    }
+    case DataType::kFloat16: {
+      uint16_t h;
+      memcpy(&h, base + 2 * i, 2);
+      return HalfToFloat(h);
+    }
+    case DataType::kBFloat16: {
+      uint16_t h;
+      memcpy(&h, base + 2 * i, 2);
+      return BFloat16ToFloat(h);
+    }
+    case DataType::kInt8: {
+      int8_t x;
+      memcpy(&x, base + i, 1);
+      return x;
+    }
+    case DataType::kUint8: {
+      uint8_t x;
+      memcpy(&x, base + i, 1);
+      return x;
+    }
+    case DataType::kInt32: {
+      int32_t x;
+      memcpy(&x, base + 4 * i, 4);
+      return x;
+    }
+    case DataType::kInt64: {
+      int64_t x;
+      memcpy(&x, base + 8 * i, 8);
+      return static_cast<double>(x);
+    }
   }
   return NAN;
 }
@@ -126,7 +186,7 @@ __attribute__((noinline)) void PlainAdd(float* __restrict c, const float* __rest
 }
 #if defined(__x86_64__)
 __attribute__((noinline, target("avx2"))) void PlainAddAvx2(float* __restrict c, const float* __restrict a,
-                                                             const float* __restrict b, size_t n) {
+                                                            const float* __restrict b, size_t n) {
   for (size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
 }
 #else
@@ -158,16 +218,18 @@ int Run(const Options& opt) {
     return 1;
   }
   const bool avx2 = internal::Avx2Supported();
-  printf("chorus reduce bench: default path %s; best of %d batches of >= %.0f ms each\n", ActiveReduceIsa(),
-         opt.trials, opt.min_ms);
+  printf("chorus reduce bench: default path %s; best of %d batches of >= %.0f ms each\n", ActiveReduceIsa(), opt.trials,
+         opt.min_ms);
   printf("GB/s = (2 reads + 1 write) x buffer bytes / time (memcpy: 1 read + 1 write); 'size' is one buffer\n");
   printf("wrong = mismatching elements in the last timed output (avx2/scalar)\n\n");
 
   const Row rows[] = {
-      {DataType::kFloat32, ReduceOp::kSum},  {DataType::kFloat64, ReduceOp::kSum}, {DataType::kFloat16, ReduceOp::kSum},
-      {DataType::kBFloat16, ReduceOp::kSum}, {DataType::kInt8, ReduceOp::kSum},    {DataType::kUint8, ReduceOp::kSum},
-      {DataType::kInt32, ReduceOp::kSum},    {DataType::kInt64, ReduceOp::kSum},   {DataType::kFloat32, ReduceOp::kMax},
-      {DataType::kFloat16, ReduceOp::kMax},  {DataType::kBFloat16, ReduceOp::kMax}, {DataType::kInt32, ReduceOp::kMax},
+      {DataType::kFloat32, ReduceOp::kSum},  {DataType::kFloat64, ReduceOp::kSum},
+      {DataType::kFloat16, ReduceOp::kSum},  {DataType::kBFloat16, ReduceOp::kSum},
+      {DataType::kInt8, ReduceOp::kSum},     {DataType::kUint8, ReduceOp::kSum},
+      {DataType::kInt32, ReduceOp::kSum},    {DataType::kInt64, ReduceOp::kSum},
+      {DataType::kFloat32, ReduceOp::kMax},  {DataType::kFloat16, ReduceOp::kMax},
+      {DataType::kBFloat16, ReduceOp::kMax}, {DataType::kInt32, ReduceOp::kMax},
   };
   size_t total_wrong = 0;
   int failed_calls = 0;
@@ -195,18 +257,18 @@ int Run(const Options& opt) {
       plain_wrong += CountWrong(DataType::kFloat32, ReduceOp::kSum, dst.data(), nf);
     }
     memset(dst.data(), 0xFF, size);
-    const double memcpy_gbps =
-        GBps(2.0 * size, BestSecondsPerCall(opt, [&] { memcpy(dst.data(), a.data(), size); }));
+    const double memcpy_gbps = GBps(2.0 * size, BestSecondsPerCall(opt, [&] { memcpy(dst.data(), a.data(), size); }));
     const size_t memcpy_wrong = memcmp(dst.data(), a.data(), size) == 0 ? 0 : 1;
     total_wrong += plain_wrong + memcpy_wrong;
 
     char plain_avx2_col[16] = "n/a";
     if (avx2) snprintf(plain_avx2_col, sizeof(plain_avx2_col), "%.1f", plain_gbps);
-    printf("== size %s: plain float c[i]=a[i]+b[i]: sse2 %.1f GB/s, avx2 %s GB/s (wrong %zu); memcpy %.1f GB/s "
-           "(wrong %zu)\n",
-           SizeName(size).c_str(), sse_gbps, plain_avx2_col, plain_wrong, memcpy_gbps, memcpy_wrong);
-    printf("  %-9s %-4s %12s %12s %9s %10s %9s\n", "dtype", "op", "avx2 GB/s", "scalar GB/s", "speedup",
-           "avx2/plain", "wrong");
+    printf(
+        "== size %s: plain float c[i]=a[i]+b[i]: sse2 %.1f GB/s, avx2 %s GB/s (wrong %zu); memcpy %.1f GB/s "
+        "(wrong %zu)\n",
+        SizeName(size).c_str(), sse_gbps, plain_avx2_col, plain_wrong, memcpy_gbps, memcpy_wrong);
+    printf("  %-9s %-4s %12s %12s %9s %10s %9s\n", "dtype", "op", "avx2 GB/s", "scalar GB/s", "speedup", "avx2/plain",
+           "wrong");
     for (const Row& row : rows) {
       const size_t count = size / DataTypeSize(row.dtype);
       for (size_t i = 0; i < count; ++i) {
@@ -220,9 +282,8 @@ int Run(const Options& opt) {
         internal::SetForceScalarForTesting(path == 1);
         memset(dst.data(), 0xFF, size);  // poison: a skipped element reads as wrong
         bool ok = true;
-        const double s = BestSecondsPerCall(opt, [&] {
-          ok = Reduce(row.dtype, row.op, dst.data(), a.data(), b.data(), count).ok() && ok;
-        });
+        const double s = BestSecondsPerCall(
+            opt, [&] { ok = Reduce(row.dtype, row.op, dst.data(), a.data(), b.data(), count).ok() && ok; });
         if (!ok) ++failed_calls;
         gbps[path] = GBps(moved, s);
         wrong[path] = CountWrong(row.dtype, row.op, dst.data(), count);
@@ -237,8 +298,8 @@ int Run(const Options& opt) {
       }
       char wrong_col[48];
       snprintf(wrong_col, sizeof(wrong_col), "%zu/%zu", wrong[0], wrong[1]);
-      printf("  %-9s %-4s %12s %12.1f %9s %10s %9s\n", DataTypeName(row.dtype), ReduceOpName(row.op), avx2_col,
-             gbps[1], speed_col, plain_col, wrong_col);
+      printf("  %-9s %-4s %12s %12.1f %9s %10s %9s\n", DataTypeName(row.dtype), ReduceOpName(row.op), avx2_col, gbps[1],
+             speed_col, plain_col, wrong_col);
     }
     printf("\n");
   }
@@ -263,8 +324,7 @@ bool ParseFlags(int argc, char** argv, Options* opt) {
     } else if (name == "--max_mib" && number) {
       opt->max_bytes = static_cast<size_t>(v * (1 << 20));
     } else {
-      fprintf(stderr, "reduce_bench: bad flag '%s' (usage: [--trials=N] [--min_ms=MS] [--max_mib=MIB])\n",
-              arg.c_str());
+      fprintf(stderr, "reduce_bench: bad flag '%s' (usage: [--trials=N] [--min_ms=MS] [--max_mib=MIB])\n", arg.c_str());
       return false;
     }
   }

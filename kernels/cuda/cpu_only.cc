@@ -27,8 +27,8 @@ std::string Bytes(size_t n) { return std::to_string(n) + " bytes"; }
 // beside chorus may pass in device memory). Values from cuda.h, stable in its ABI.
 using CuInitFn = int (*)(unsigned int);
 using CuPointerGetAttributeFn = int (*)(void*, int, unsigned long long);
-constexpr int kAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr int kAttributeIsManaged = 8;   // CU_POINTER_ATTRIBUTE_IS_MANAGED
+constexpr int kAttributeMemoryType = 2;    // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kAttributeIsManaged = 8;     // CU_POINTER_ATTRIBUTE_IS_MANAGED
 constexpr unsigned kMemoryTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
 
 CuPointerGetAttributeFn PointerQuery() {
@@ -44,9 +44,7 @@ CuPointerGetAttributeFn PointerQuery() {
 
 }  // namespace
 
-Status BuiltWithoutCuda(const std::string& what) {
-  return Unavailable("chorus was built without CUDA: " + what);
-}
+Status BuiltWithoutCuda(const std::string& what) { return Unavailable("chorus was built without CUDA: " + what); }
 
 // reduce_cuda.h
 
@@ -146,7 +144,9 @@ Status StreamEvent::EnqueueWaitOn(void*) const { return BuiltWithoutCuda("a CUDA
 
 Result<StreamSemaphore> StreamSemaphore::Create() { return BuiltWithoutCuda("a stream semaphore"); }
 StreamSemaphore::~StreamSemaphore() = default;
-Status StreamSemaphore::EnqueueWait(void*, uint64_t, int64_t) const { return BuiltWithoutCuda("holding a CUDA stream"); }
+Status StreamSemaphore::EnqueueWait(void*, uint64_t, int64_t) const {
+  return BuiltWithoutCuda("holding a CUDA stream");
+}
 void StreamSemaphore::Release(uint64_t) const {}  // none is ever created
 bool StreamSemaphore::Expired(uint64_t) const { return false; }
 

@@ -103,9 +103,8 @@ Result<double> EventTimer::StopMs() {
   CHORUS_RETURN_IF_ERROR(CudaError("cudaEventRecord", cudaEventRecord(static_cast<cudaEvent_t>(stop_))));
   CHORUS_RETURN_IF_ERROR(CudaError("cudaEventSynchronize", cudaEventSynchronize(static_cast<cudaEvent_t>(stop_))));
   float ms = 0;
-  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventElapsedTime", cudaEventElapsedTime(
-                                                               &ms, static_cast<cudaEvent_t>(start_),
-                                                               static_cast<cudaEvent_t>(stop_))));
+  CHORUS_RETURN_IF_ERROR(CudaError("cudaEventElapsedTime", cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_),
+                                                                                static_cast<cudaEvent_t>(stop_))));
   return static_cast<double>(ms);
 }
 

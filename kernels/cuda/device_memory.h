@@ -70,7 +70,8 @@ class EventTimer {
   EventTimer() = default;  // empty; Create() makes a usable one
   static Result<EventTimer> Create();
   ~EventTimer();
-  EventTimer(EventTimer&& o) noexcept : start_(std::exchange(o.start_, nullptr)), stop_(std::exchange(o.stop_, nullptr)) {}
+  EventTimer(EventTimer&& o) noexcept
+      : start_(std::exchange(o.start_, nullptr)), stop_(std::exchange(o.stop_, nullptr)) {}
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
   EventTimer& operator=(EventTimer&& o) noexcept {

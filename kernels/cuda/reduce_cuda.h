@@ -37,8 +37,7 @@ Status Reduce(DataType dtype, ReduceOp op, void* dst, const void* a, const void*
 // accumulate in float and round once. `inputs` is a host array of n device pointers
 // (they may be on peer GPUs mapped by CUDA IPC); 1 <= n <= kMaxInputs.
 constexpr int kMaxInputs = 16;
-Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count,
-               void* stream);
+Status ReduceN(DataType dtype, ReduceOp op, void* dst, const void* const* inputs, int n, size_t count, void* stream);
 
 // The same reduction written to each of the m buffers `dsts` (1 <= m <= kMaxInputs;
 // peers' buffers mapped by CUDA IPC too) in one pass: every input read once, every

@@ -33,7 +33,8 @@ constexpr int kExpirySlots = 64;
 
 // Returns once slots[0] >= seq, or after timeout_ns of the GPU's global timer; then
 // writes seq into its slot, so that the host learns the stream went on without it.
-__global__ void SemaphoreWaitKernel(volatile unsigned long long* slots, unsigned long long seq, unsigned long long timeout_ns) {
+__global__ void SemaphoreWaitKernel(volatile unsigned long long* slots, unsigned long long seq,
+                                    unsigned long long timeout_ns) {
   unsigned long long start;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   while (slots[0] < seq) {
@@ -58,12 +59,9 @@ MemoryKind PointerKind(const void* ptr) {
     return MemoryKind::kHost;
   }
   switch (a.type) {
-    case cudaMemoryTypeDevice:
-      return MemoryKind::kDevice;
-    case cudaMemoryTypeManaged:
-      return MemoryKind::kManaged;
-    default:
-      return MemoryKind::kHost;
+    case cudaMemoryTypeDevice: return MemoryKind::kDevice;
+    case cudaMemoryTypeManaged: return MemoryKind::kManaged;
+    default: return MemoryKind::kHost;
   }
 }
 
@@ -206,7 +204,8 @@ Result<StreamSemaphore> StreamSemaphore::Create() {
 
 StreamSemaphore::~StreamSemaphore() {
   if (slots_ == nullptr) return;
-  __atomic_store_n(const_cast<unsigned long long*>(&slots_[0]), ~0ull, __ATOMIC_RELEASE);  // every semaphore is released
+  __atomic_store_n(const_cast<unsigned long long*>(&slots_[0]), ~0ull,
+                   __ATOMIC_RELEASE);  // every semaphore is released
   if (last_ != nullptr) {
     // The last semaphore held (and, on its stream, everything before it) is done before the
     // slots go; bounded: a stream stuck on other work keeps them (a leak of 520 bytes).

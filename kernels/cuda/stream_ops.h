@@ -28,12 +28,9 @@ enum class MemoryKind {
 };
 inline const char* MemoryKindName(MemoryKind k) {
   switch (k) {
-    case MemoryKind::kHost:
-      return "host";
-    case MemoryKind::kDevice:
-      return "device";
-    case MemoryKind::kManaged:
-      return "managed";
+    case MemoryKind::kHost: return "host";
+    case MemoryKind::kDevice: return "device";
+    case MemoryKind::kManaged: return "managed";
   }
   return "?";
 }

@@ -103,8 +103,8 @@ bool Rooted(Algo a) {
 }
 // Collectives whose count is per rank block (buffers of n * count elements).
 bool Blocks(Algo a) {
-  return a == Algo::kAllGather || a == Algo::kAllGatherRd || a == Algo::kReduceScatter || a == Algo::kGather || a == Algo::kScatter ||
-         a == Algo::kAllToAll;
+  return a == Algo::kAllGather || a == Algo::kAllGatherRd || a == Algo::kReduceScatter || a == Algo::kGather ||
+         a == Algo::kScatter || a == Algo::kAllToAll;
 }
 
 struct Case {
@@ -178,10 +178,11 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       std::vector<std::string> hosts;
       for (int r = 0; r < n; ++r) hosts.push_back(n % 2 == 0 ? std::to_string(r % 2) : r <= n / 2 ? "a" : "b");
       const algos::Topology topo = algos::Topology::FromHostIds(hosts);
-      CHORUS_RETURN_IF_ERROR(timed(
-          c.algo == Algo::kAllReduceRing ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
-          : c.algo == Algo::kAllReduceRd ? algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)
-                                         : algos::AllReduceHierarchical(ctx, topo, in->data(), dst, count, t, c.op, tuning)));
+      CHORUS_RETURN_IF_ERROR(
+          timed(c.algo == Algo::kAllReduceRing ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
+                : c.algo == Algo::kAllReduceRd
+                    ? algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)
+                    : algos::AllReduceHierarchical(ctx, topo, in->data(), dst, count, t, c.op, tuning)));
       if (!c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, *in));
       *result = std::move(c.in_place ? in : out);
       // Each rank checks a slice against the reference (so the ranks' threads share
@@ -311,12 +312,12 @@ double RunCase(TcpWorld& world, const Case& c, int late = -1, int late_ms = 0) {
   const int n = world.size();
   std::vector<double> seconds(n, 0.0);
   std::vector<std::unique_ptr<TypedBuffer>> results(n);
-  std::vector<Status> st = world.Run(
-      [&](int) { return FingerprintOf(c); },
-      [&](int rank, const Context& ctx) {
-        if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
-        return RankBody(c, n, rank, ctx, &results[rank], &seconds[rank]);
-      });
+  std::vector<Status> st = world.Run([&](int) { return FingerprintOf(c); },
+                                     [&](int rank, const Context& ctx) {
+                                       if (rank == late)
+                                         std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+                                       return RankBody(c, n, rank, ctx, &results[rank], &seconds[rank]);
+                                     });
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(st[r].ok()) << c.Describe(n) << ": rank " << r << ": " << st[r].ToString();
   }
@@ -518,8 +519,8 @@ TEST_P(CollectivesTest, RepeatedCallsReuseTheirScratch) {
 
 // A rank that comes late finds no large message waiting for it in its transport
 // (credits.h): the root of a gather or reduce, a receiver of a scatter or broadcast, one
-// rank of an all-to-all or of a recursive-doubling all-gather. A reduce's children, and a broadcast's parent, send 2 chunks
-// unasked.
+// rank of an all-to-all or of a recursive-doubling all-gather. A reduce's children, and a broadcast's parent, send 2
+// chunks unasked.
 TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
   const int n = GetParam();
   if (n < 2) GTEST_SKIP() << "needs a peer";
@@ -534,11 +535,14 @@ TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
       {{Algo::kGather, DataType::kFloat32, ReduceOp::kSum, block, false, n - 1, kChunk, SeedOf({93, 1})}, n - 1, 0},
       {{Algo::kScatter, DataType::kFloat32, ReduceOp::kSum, block, false, 0, kChunk, SeedOf({93, 2})}, n - 1, 0},
       {{Algo::kAllToAll, DataType::kFloat32, ReduceOp::kSum, block, false, 0, kChunk, SeedOf({93, 3})}, n / 2, 0},
-      {{Algo::kReduce, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 4})}, 0,
+      {{Algo::kReduce, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 4})},
+       0,
        2 * kChunk * static_cast<size_t>(n - 1)},
-      {{Algo::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 5})}, n - 1,
+      {{Algo::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 5})},
+       n - 1,
        2 * kChunk},
-      {{Algo::kBroadcastChain, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 6})}, n - 1,
+      {{Algo::kBroadcastChain, DataType::kFloat32, ReduceOp::kSum, 4 << 20, false, 0, kChunk, SeedOf({93, 6})},
+       n - 1,
        2 * kChunk},
       {{Algo::kAllGatherRd, DataType::kFloat32, ReduceOp::kSum, block, false, 0, kChunk, SeedOf({93, 7})}, n - 1, 0},
   };
@@ -607,10 +611,10 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
 TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous) {
   transport::TcpOptions strict;
   strict.rendezvous_all_from = 1;
-  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd,   Algo::kAllReduceHierarchical,
-                            Algo::kBroadcast,     Algo::kBroadcastChain,
-                            Algo::kReduce,        Algo::kAllGather,     Algo::kAllGatherRd,   Algo::kReduceScatter,
-                            Algo::kGather,        Algo::kScatter,       Algo::kAllToAll};
+  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd,    Algo::kAllReduceHierarchical,
+                            Algo::kBroadcast,     Algo::kBroadcastChain, Algo::kReduce,
+                            Algo::kAllGather,     Algo::kAllGatherRd,    Algo::kReduceScatter,
+                            Algo::kGather,        Algo::kScatter,        Algo::kAllToAll};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -625,7 +629,8 @@ TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous)
       }
     }
     const uint64_t fp = algos::Fingerprint(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0);
-    std::vector<Status> st = (*w)->Run([&](int) { return fp; }, [](int, const Context& ctx) { return algos::Barrier(ctx); });
+    std::vector<Status> st =
+        (*w)->Run([&](int) { return fp; }, [](int, const Context& ctx) { return algos::Barrier(ctx); });
     for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "barrier rank " << r << ": " << st[r].ToString();
     // And so no byte ever waited in a transport for its receive.
     for (int r = 0; r < n; ++r) EXPECT_EQ((*w)->transport(r).counters().early_bytes, 0u) << "rank " << r;

@@ -31,7 +31,8 @@ class HostCopies final : public internal::CopyEngine {
   }
   Result<uint64_t> Start(void* dst, const void* src, size_t bytes) override {
     std::lock_guard<std::mutex> l(mu_);
-    if (static_cast<int>(started_) == fail_at_) return IoError("test copy engine refused copy " + std::to_string(fail_at_), 5);
+    if (static_cast<int>(started_) == fail_at_)
+      return IoError("test copy engine refused copy " + std::to_string(fail_at_), 5);
     queue_.push_back({dst, src, bytes});
     started_log_.push_back({dst, bytes});
     cv_.notify_all();

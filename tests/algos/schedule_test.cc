@@ -126,8 +126,8 @@ TEST(SelectorTest, BroadcastTakesTheChainForManyChunks) {
   EXPECT_EQ(c.algorithm, Algorithm::kChain) << c.reason;
   EXPECT_NE(c.reason.find("predicted: tree "), std::string::npos) << c.reason;
   EXPECT_NE(c.reason.find(", chain "), std::string::npos) << c.reason;
-  EXPECT_EQ(s.Choose(Collective::kBroadcast, 2 * chunk, 4).algorithm, Algorithm::kTree);   // 4 against 4
-  EXPECT_EQ(s.Choose(Collective::kBroadcast, 3 * chunk, 4).algorithm, Algorithm::kChain);  // 5 against 6
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 2 * chunk, 4).algorithm, Algorithm::kTree);     // 4 against 4
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 3 * chunk, 4).algorithm, Algorithm::kChain);    // 5 against 6
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 12 * chunk, 64).algorithm, Algorithm::kTree);   // 74 against 72
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 13 * chunk, 64).algorithm, Algorithm::kChain);  // 75 against 78
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 0, 8).algorithm, Algorithm::kTree);
@@ -164,7 +164,8 @@ TEST(SelectorTest, SmallAllGathersOnPowerOfTwoWorldsTakeRecursiveDoubling) {
   EXPECT_EQ(forced->Choose(Collective::kAllGather, 64 << 20, 8).algorithm, Algorithm::kRecursiveDoubling);
   const Choice c = forced->Choose(Collective::kAllGather, 4096, 6);
   EXPECT_EQ(c.algorithm, Algorithm::kRing) << c.reason;
-  EXPECT_NE(c.reason.find("CHORUS_ALGO=recursive_doubling cannot run all_gather on 6 ranks"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("CHORUS_ALGO=recursive_doubling cannot run all_gather on 6 ranks"), std::string::npos)
+      << c.reason;
   EXPECT_TRUE(Streams(Collective::kAllGather, Algorithm::kRecursiveDoubling));
   EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kRecursiveDoubling));
 }

@@ -48,8 +48,12 @@ class ContractCheck final : public algos::StreamStaging {
       ++(i < reported_.size() ? reported_[i] : beyond_);
     }
   }
-  size_t unreported() const { return Count([](int v) { return v == 0; }); }
-  size_t twice() const { return Count([](int v) { return v > 1; }); }
+  size_t unreported() const {
+    return Count([](int v) { return v == 0; });
+  }
+  size_t twice() const {
+    return Count([](int v) { return v > 1; });
+  }
   int beyond() const { return beyond_; }
 
  private:
@@ -170,8 +174,9 @@ struct World {
     for (int r = 0; r < c.n; ++r) {
       dev[r] = Layout(c.kind, c.n, r, root, c.count, c.in_place);
       std::vector<float>& d = dev[r].device;
-      CollectiveCall call{c.kind, d.data() + dev[r].send_at, d.data() + dev[r].recv_at, c.count,
-                          DataType::kFloat32, ReduceOp::kSum, root};
+      CollectiveCall call{c.kind,  d.data() + dev[r].send_at, d.data() + dev[r].recv_at,
+                          c.count, DataType::kFloat32,        ReduceOp::kSum,
+                          root};
       io[r] = internal::CallIo(call, r, c.n);
       for (size_t i = 0; i < io[r].recv_bytes / sizeof(float); ++i) d[dev[r].recv_at + i] = -1.0f;
       for (size_t j = 0; j < io[r].send_bytes / sizeof(float); ++j) d[dev[r].send_at + j] = Input(r, j);
@@ -184,8 +189,8 @@ struct World {
   float* HostSend(int r) {
     const auto* send = static_cast<const char*>(io[r].send);
     const auto* recv = static_cast<const char*>(io[r].recv);
-    const bool aliased = io[r].send_bytes && io[r].recv_bytes && send >= recv &&
-                         send + io[r].send_bytes <= recv + io[r].recv_bytes;
+    const bool aliased =
+        io[r].send_bytes && io[r].recv_bytes && send >= recv && send + io[r].send_bytes <= recv + io[r].recv_bytes;
     return aliased ? host_out[r].data() + (send - recv) / sizeof(float) : host_in[r].data();
   }
 
@@ -260,8 +265,8 @@ TEST_P(Streamed, ResultsMatchAndEveryOutputByteIsReportedOnce) {
   // ring all_reduce blocks r, r-1, ..., the ring reduce_scatter r-1, r-2, ..., all_to_all
   // the blocks for ranks r+1, r+2, ... So the first copy is where the first block read
   // starts, and the middle of the second block read comes before that of the last.
-  const bool ordered = c.kind == Collective::kAllReduce || c.kind == Collective::kReduceScatter ||
-                       c.kind == Collective::kAllToAll;
+  const bool ordered =
+      c.kind == Collective::kAllReduce || c.kind == Collective::kReduceScatter || c.kind == Collective::kAllToAll;
   for (int r = 0; ordered && c.count >= static_cast<size_t>(c.n) && !c.in_place && r < c.n; ++r) {
     auto read = [&](int i) {  // the i-th block this rank reads, in elements of its input
       if (c.kind == Collective::kAllReduce) return algos::EvenBlock(c.count, c.n, (r - i + c.n) % c.n);
@@ -336,9 +341,8 @@ std::vector<Case> Cases() {
   for (Collective k : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce, Collective::kAllGather,
                        Collective::kReduceScatter, Collective::kGather, Collective::kScatter, Collective::kAllToAll}) {
     // Many 64K segments; blocks of gather/scatter/all_to_all above kCreditAtBytes.
-    const size_t big = k == Collective::kAllReduce || k == Collective::kBroadcast || k == Collective::kReduce
-                           ? 1000003
-                           : 100003;
+    const size_t big =
+        k == Collective::kAllReduce || k == Collective::kBroadcast || k == Collective::kReduce ? 1000003 : 100003;
     for (bool in_place : {false, true}) {
       cases.push_back({k, 1, 7001, in_place});
       cases.push_back({k, 2, 0, in_place});

@@ -12,7 +12,8 @@
 
 namespace chorus::testing {
 
-Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n, size_t scratch_cache_bytes, const transport::TcpOptions& base) {
+Result<std::unique_ptr<TcpWorld>> TcpWorld::Create(int n, size_t scratch_cache_bytes,
+                                                   const transport::TcpOptions& base) {
   std::unique_ptr<TcpWorld> world(new TcpWorld());
   for (int r = 0; r < n; ++r) world->scratch_.push_back(std::make_unique<BufferCache>(scratch_cache_bytes));
   // A fresh communicator id per world, so a stray connection from another test's

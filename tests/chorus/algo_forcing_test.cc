@@ -23,7 +23,6 @@ namespace {
 
 using algos::Collective;
 
-
 Options ForcedOptions(algos::Algorithm algo) {
   Options o = FileInitOptions();
   o.config->algo = algo;

@@ -83,4 +83,3 @@ class ApiCall {
 std::vector<ApiCase> RotatingCases(int n, uint64_t salt, int how_many, size_t big = 0);
 
 }  // namespace chorus::testing
-

@@ -45,9 +45,7 @@ TEST(BufferCacheTest, ABufferMoreThanTwiceTheRequestIsNotHandedOut) {
 
 TEST(BufferCacheTest, TheSmallestFittingBufferIsTaken) {
   BufferCache cache(1 << 20);
-  {
-    BufferCache::Buffer a = cache.Get(6000), b = cache.Get(5000), c = cache.Get(7000);
-  }
+  { BufferCache::Buffer a = cache.Get(6000), b = cache.Get(5000), c = cache.Get(7000); }
   BufferCache::Buffer got = cache.Get(4500);
   EXPECT_EQ(got.size(), 5000u);
 }

@@ -14,10 +14,9 @@
 namespace chorus {
 namespace {
 
-using testing::RankExit;
 using testing::ExpectAllOk;
+using testing::RankExit;
 using testing::RunRanks;
-
 
 // Each collective once, checked; values are small integers so every sum is exact.
 int EveryCollective(int rank, const Options& o) {
@@ -30,14 +29,16 @@ int EveryCollective(int rank, const Options& o) {
   for (size_t i = 0; i < count; ++i) in[i] = rank * 1000 + static_cast<int32_t>(i);
 
   RANK_OK(c.AllReduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum));
-  for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == 1000 * n * (n - 1) / 2 + n * static_cast<int>(i), "allreduce");
+  for (size_t i = 0; i < count; ++i)
+    RANK_CHECK(out[i] == 1000 * n * (n - 1) / 2 + n * static_cast<int>(i), "allreduce");
 
   std::vector<int32_t> b = in;
   RANK_OK(c.Broadcast(b.data(), count, DataType::kInt32, /*root=*/n - 1));
   for (size_t i = 0; i < count; ++i) RANK_CHECK(b[i] == (n - 1) * 1000 + static_cast<int>(i), "broadcast");
 
   RANK_OK(c.Reduce(in.data(), rank == 1 ? out.data() : nullptr, count, DataType::kInt32, ReduceOp::kMax, 1));
-  if (rank == 1) for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == (n - 1) * 1000 + static_cast<int>(i), "reduce");
+  if (rank == 1)
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == (n - 1) * 1000 + static_cast<int>(i), "reduce");
 
   RANK_OK(c.AllGather(in.data(), all.data(), count, DataType::kInt32));
   for (int r = 0; r < n; ++r)
@@ -48,7 +49,8 @@ int EveryCollective(int rank, const Options& o) {
     for (size_t i = 0; i < count; ++i) all[r * count + i] = r * 10 + static_cast<int>(i % 10);
   std::vector<int32_t> mine(count);
   RANK_OK(c.ReduceScatter(all.data(), mine.data(), count, DataType::kInt32, ReduceOp::kSum));
-  for (size_t i = 0; i < count; ++i) RANK_CHECK(mine[i] == n * (rank * 10 + static_cast<int>(i % 10)), "reduce_scatter");
+  for (size_t i = 0; i < count; ++i)
+    RANK_CHECK(mine[i] == n * (rank * 10 + static_cast<int>(i % 10)), "reduce_scatter");
 
   RANK_OK(c.Gather(in.data(), rank == 0 ? all.data() : nullptr, count, DataType::kInt32, 0));
   if (rank == 0)
@@ -87,8 +89,8 @@ TEST(CollectivesApi, OverlappingAsyncCollectives) {
     std::vector<Work> works;
     for (int j = 0; j < k; ++j) {
       bufs[j].assign(1000 * (j + 1) * (j + 1), static_cast<float>(rank + j));
-      works.push_back((*comm)->IAllReduce(bufs[j].data(), bufs[j].data(), bufs[j].size(), DataType::kFloat32,
-                                          ReduceOp::kSum));
+      works.push_back(
+          (*comm)->IAllReduce(bufs[j].data(), bufs[j].data(), bufs[j].size(), DataType::kFloat32, ReduceOp::kSum));
     }
     int64_t x = rank + 1, y = 0;
     RANK_OK((*comm)->AllReduce(&x, &y, 1, DataType::kInt64, ReduceOp::kProd));
@@ -197,8 +199,9 @@ TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
     const uint64_t before = c.Counters().early_messages;
     Result<std::string> small = c.Explain("all_reduce", 2, DataType::kFloat32);
     RANK_OK(small.status());
-    RANK_CHECK(small->find("all_reduce of 2 float32 (8 B) on 3 ranks: recursive_doubling (8 B on 1 host x 3 ranks") == 0,
-               *small);
+    RANK_CHECK(
+        small->find("all_reduce of 2 float32 (8 B) on 3 ranks: recursive_doubling (8 B on 1 host x 3 ranks") == 0,
+        *small);
     // Every candidate's predicted time, beside the choice.
     RANK_CHECK(small->find("lowest predicted time; predicted: ring ") != std::string::npos &&
                    small->find(", recursive_doubling ") != std::string::npos,
@@ -215,10 +218,10 @@ TEST(CollectivesApi, ExplainSaysWhichAlgorithmAndWhy) {
     RANK_CHECK(big->find("3 windows of up to 67108864 B (CHORUS_STAGING_WINDOW), each ring") != std::string::npos,
                *big);
     Result<std::string> bad = c.Explain("allreduce", 1, DataType::kFloat32);
-    RANK_CHECK(bad.status().code() == StatusCode::kInvalidArgument &&
-                   bad.status().message().find("'allreduce' is not a collective (all_reduce, broadcast") !=
-                       std::string::npos,
-               bad.status().ToString());
+    RANK_CHECK(
+        bad.status().code() == StatusCode::kInvalidArgument &&
+            bad.status().message().find("'allreduce' is not a collective (all_reduce, broadcast") != std::string::npos,
+        bad.status().ToString());
     RANK_CHECK(c.Counters().early_messages == before, "Explain moved data");
     RANK_OK((*comm)->Shutdown());
     return 0;

@@ -215,7 +215,8 @@ TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Hosts, ApiSweepPlacements,
-                         ::testing::Values(Placement{"TwoByTwo", {0, 0, 1, 1}}, Placement{"TwoByThree", {0, 0, 0, 1, 1, 1}},
+                         ::testing::Values(Placement{"TwoByTwo", {0, 0, 1, 1}},
+                                           Placement{"TwoByThree", {0, 0, 0, 1, 1, 1}},
                                            Placement{"ThreePlusOne", {0, 0, 0, 1}},
                                            Placement{"Interleaved", {0, 1, 0, 1, 0}}),
                          [](const ::testing::TestParamInfo<Placement>& info) { return info.param.name; });

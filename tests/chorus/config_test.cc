@@ -133,8 +133,12 @@ TEST(Config, TheSettingsTableDescribesWhatTheParserReads) {
   Result<Config> set = Config::FromEnv(MapEnv({{"CHORUS_CHUNK_BYTES", "1M"}, {"CHORUS_STAGING_SYNC", "kernel"}}));
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   for (const SettingRow& row : Settings(set.value())) {
-    if (row.name == "CHORUS_CHUNK_BYTES") { EXPECT_EQ(row.default_value, "1M"); }
-    if (row.name == "CHORUS_STAGING_SYNC") { EXPECT_EQ(row.default_value, "kernel"); }
+    if (row.name == "CHORUS_CHUNK_BYTES") {
+      EXPECT_EQ(row.default_value, "1M");
+    }
+    if (row.name == "CHORUS_STAGING_SYNC") {
+      EXPECT_EQ(row.default_value, "kernel");
+    }
   }
 }
 

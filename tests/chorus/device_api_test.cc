@@ -114,7 +114,9 @@ Status CheckPath(const Communicator& comm, Path path) {
 
 // Whether this rank asks for flags to order the ranks' streams in CUDA IPC calls and
 // its driver has them (algos/cuda_ipc_sync.h).
-bool WantsFlags(const Options& o) { return o.config->cuda_ipc_sync == CudaIpcSync::kFlags && cu::SignalFlags::DriverHasThem(); }
+bool WantsFlags(const Options& o) {
+  return o.config->cuda_ipc_sync == CudaIpcSync::kFlags && cu::SignalFlags::DriverHasThem();
+}
 
 // Every CUDA IPC call of this communicator ordered the streams with flags (`flags`), or
 // every one with interprocess events.
@@ -182,7 +184,8 @@ TEST(DeviceApiTest, StreamFormTwoAndThreeRanksStagedOverTcp) {
 int ChainedAllReduces(const Options& o, int rank, int n);
 TEST(DeviceApiTest, StagedInSmallWindows) {
   SKIP_WITHOUT_GPU();
-  Options o = WithSync(TestOptions(CudaIpcMode::kOff), StagingSync::kKernel), chained = WithSync(TestOptions(CudaIpcMode::kOff), StagingSync::kKernel);
+  Options o = WithSync(TestOptions(CudaIpcMode::kOff), StagingSync::kKernel),
+          chained = WithSync(TestOptions(CudaIpcMode::kOff), StagingSync::kKernel);
   o.config->staging_window_bytes = 16 << 10;
   chained.config->staging_window_bytes = 16 << 10;
   ExpectAllOk(RunRanks(3, [&](int r) { return RotatingOnDevice(o, r, 3, true, 31, Path::kStaged); }, {120, {}}));
@@ -194,14 +197,13 @@ TEST(DeviceApiTest, StagedInSmallWindows) {
 TEST(DeviceApiTest, OneRankWithCudaIpcOffMakesEveryRankStage) {
   SKIP_WITHOUT_GPU();
   const Options o = TestOptions();
-  ExpectAllOk(RunRanks(
-      2,
-      [&](int r) {
-        Options mine = o;
-        mine.config->cuda_ipc = r == 0 ? CudaIpcMode::kOff : CudaIpcMode::kAuto;
-        return RotatingOnDevice(mine, r, 2, true, 18, Path::kStaged);
-      },
-      {120, {}}));
+  ExpectAllOk(RunRanks(2,
+                       [&](int r) {
+                         Options mine = o;
+                         mine.config->cuda_ipc = r == 0 ? CudaIpcMode::kOff : CudaIpcMode::kAuto;
+                         return RotatingOnDevice(mine, r, 2, true, 18, Path::kStaged);
+                       },
+                       {120, {}}));
 }
 
 // The host forms given device pointers (inputs ready when called, results there on return).
@@ -336,14 +338,13 @@ TEST(DeviceApiTest, CallsOnTwoStreamsWaitForTheirOwnSignals) {
 TEST(DeviceApiTest, OneRankAskingForEventsMakesEveryRankUseThem) {
   SKIP_WITHOUT_GPU();
   const Options o = TestOptions();
-  ExpectAllOk(RunRanks(
-      2,
-      [&](int r) {
-        Options mine = o;
-        if (r == 1) mine.config->cuda_ipc_sync = CudaIpcSync::kEvents;
-        return CallsOnTwoStreams(mine, r, 2, false);
-      },
-      {120, {}}));
+  ExpectAllOk(RunRanks(2,
+                       [&](int r) {
+                         Options mine = o;
+                         if (r == 1) mine.config->cuda_ipc_sync = CudaIpcSync::kEvents;
+                         return CallsOnTwoStreams(mine, r, 2, false);
+                       },
+                       {120, {}}));
 }
 
 // With CHORUS_CUDA_IPC=auto, ranks that share one GPU without MPS, whose CUDA IPC calls
@@ -369,8 +370,8 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
   // (count, stream form, staged when time-sliced)
   const std::vector<std::tuple<size_t, bool, bool>> calls = {
       {small, false, false},  // the first goes through CUDA IPC: it finds the time slicing
-      {small, false, true},   {large, false, false}, {small, false, true}, {small, true, signals},
-      {medium, true, false}};
+      {small, false, true},   {large, false, false}, {small, false, true},
+      {small, true, signals}, {medium, true, false}};
   uint64_t want_ipc = 0, want_staged = 0;
   for (size_t k = 0; k < calls.size(); ++k) {
     const auto [count, stream_form, staged] = calls[k];
@@ -393,9 +394,8 @@ int SmallCallsOnASharedGpu(const Options& o, int rank) {
     RANK_CHECK(c.device_calls_ipc == want_ipc && c.device_calls_staged == want_staged,
                "after call " + std::to_string(k + 1) + " (MPS " + std::to_string(mps) + ", " +
                    ModeName(o.config->staging_sync) + ", flags " + std::to_string(flags) + "): ipc " +
-                   std::to_string(c.device_calls_ipc) + ", staged " +
-                   std::to_string(c.device_calls_staged) + "; want ipc " + std::to_string(want_ipc) + ", staged " +
-                   std::to_string(want_staged));
+                   std::to_string(c.device_calls_ipc) + ", staged " + std::to_string(c.device_calls_staged) +
+                   "; want ipc " + std::to_string(want_ipc) + ", staged " + std::to_string(want_staged));
   }
   RANK_OK((*comm)->Shutdown());
   return 0;
@@ -428,16 +428,20 @@ TEST(DeviceApiTest, CallsOfRanksSharingAGpuWithFlagsKeepCudaIpc) {
 TEST(DeviceApiTest, SplitAllReduceOnOneGpuWhenAnyRankAsks) {
   SKIP_WITHOUT_GPU();
   const Options o2 = TestOptions(), o3 = TestOptions();
-  ExpectAllOk(RunRanks(2, [&](int r) {
-    Options mine = o2;
-    if (r == 1) mine.config->cuda_ipc_one_gpu = CudaIpcOneGpu::kSplit;
-    return RotatingOnDevice(mine, r, 2, true, 23, Path::kCudaIpc);
-  }, {120, {}}));
-  ExpectAllOk(RunRanks(3, [&](int r) {
-    Options mine = o3;
-    if (r == 0) mine.config->cuda_ipc_one_gpu = CudaIpcOneGpu::kSplit;
-    return ChainedAllReduces(mine, r, 3);
-  }, {120, {}}));
+  ExpectAllOk(RunRanks(2,
+                       [&](int r) {
+                         Options mine = o2;
+                         if (r == 1) mine.config->cuda_ipc_one_gpu = CudaIpcOneGpu::kSplit;
+                         return RotatingOnDevice(mine, r, 2, true, 23, Path::kCudaIpc);
+                       },
+                       {120, {}}));
+  ExpectAllOk(RunRanks(3,
+                       [&](int r) {
+                         Options mine = o3;
+                         if (r == 0) mine.config->cuda_ipc_one_gpu = CudaIpcOneGpu::kSplit;
+                         return ChainedAllReduces(mine, r, 3);
+                       },
+                       {120, {}}));
 }
 
 TEST(DeviceApiTest, ChainedCallsOnOneStreamStaged) {
@@ -476,43 +480,47 @@ TEST(DeviceApiTest, SignalFlagsLetAKernelsFirstLaunchThroughDuringAStagedCall) {
   SKIP_WITHOUT_GPU();
   Options o = WithSignals(TestOptions(CudaIpcMode::kOff));
   o.config->timeout_ms = 20000;  // the semaphore wait kernel would hold rank 0 this long, then fail the call
-  ExpectAllOk(RunRanks(2, [&](int rank) {
-    if (!cu::LazyLoading()) {
-      std::printf("rank %d: CUDA loads kernels eagerly here (CUDA_MODULE_LOADING): nothing to check\n", rank);
-      return 0;
-    }
-    auto comm = Communicator::Create(o);
-    RANK_OK(comm.status());
-    Result<cu::Stream> s = cu::Stream::Create(), other = cu::Stream::Create();
-    RANK_OK(s.status());
-    RANK_OK(other.status());
-    const size_t n = (1u << 20) + 1;
-    auto in = cu::DeviceBuffer::Allocate(n * 4), out = cu::DeviceBuffer::Allocate(n * 4),
-         mine = cu::DeviceBuffer::Allocate(n * 4);
-    RANK_OK(in.status());
-    RANK_OK(out.status());
-    RANK_OK(mine.status());
-    std::vector<float> host(n, static_cast<float>(rank + 1));
-    RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), n * 4));
-    RANK_OK(cu::CopyToDevice(mine.value().get(), host.data(), n * 4));
-    if (rank == 1) usleep(1000 * 1000);
-    Work w = (*comm)->AllReduce(in.value().get(), out.value().get(), n, DataType::kFloat32, ReduceOp::kSum,
-                                CudaStream{s.value().get()});
-    if (rank == 0) RANK_OK(testing::AddOneOnDevice(static_cast<float*>(mine.value().get()), n, other.value().get()));
-    RANK_OK(w.Wait());
-    RANK_OK(cu::Synchronize(s.value().get()));
-    RANK_OK(cu::Synchronize(other.value().get()));
-    std::vector<float> got(n), added(n);
-    RANK_OK(cu::CopyToHost(got.data(), out.value().get(), n * 4));
-    RANK_OK(cu::CopyToHost(added.data(), mine.value().get(), n * 4));
-    for (size_t i = 0; i < n; ++i) {
-      RANK_CHECK(got[i] == 3.0f, "all_reduce element " + std::to_string(i) + ": " + std::to_string(got[i]));
-      RANK_CHECK(added[i] == rank + 1.0f + (rank == 0 ? 1.0f : 0.0f), "kernel element " + std::to_string(i));
-    }
-    RANK_OK(CheckSignalled(**comm));
-    RANK_OK((*comm)->Shutdown());
-    return 0;
-  }, {90, {}}));
+  ExpectAllOk(RunRanks(
+      2,
+      [&](int rank) {
+        if (!cu::LazyLoading()) {
+          std::printf("rank %d: CUDA loads kernels eagerly here (CUDA_MODULE_LOADING): nothing to check\n", rank);
+          return 0;
+        }
+        auto comm = Communicator::Create(o);
+        RANK_OK(comm.status());
+        Result<cu::Stream> s = cu::Stream::Create(), other = cu::Stream::Create();
+        RANK_OK(s.status());
+        RANK_OK(other.status());
+        const size_t n = (1u << 20) + 1;
+        auto in = cu::DeviceBuffer::Allocate(n * 4), out = cu::DeviceBuffer::Allocate(n * 4),
+             mine = cu::DeviceBuffer::Allocate(n * 4);
+        RANK_OK(in.status());
+        RANK_OK(out.status());
+        RANK_OK(mine.status());
+        std::vector<float> host(n, static_cast<float>(rank + 1));
+        RANK_OK(cu::CopyToDevice(in.value().get(), host.data(), n * 4));
+        RANK_OK(cu::CopyToDevice(mine.value().get(), host.data(), n * 4));
+        if (rank == 1) usleep(1000 * 1000);
+        Work w = (*comm)->AllReduce(in.value().get(), out.value().get(), n, DataType::kFloat32, ReduceOp::kSum,
+                                    CudaStream{s.value().get()});
+        if (rank == 0)
+          RANK_OK(testing::AddOneOnDevice(static_cast<float*>(mine.value().get()), n, other.value().get()));
+        RANK_OK(w.Wait());
+        RANK_OK(cu::Synchronize(s.value().get()));
+        RANK_OK(cu::Synchronize(other.value().get()));
+        std::vector<float> got(n), added(n);
+        RANK_OK(cu::CopyToHost(got.data(), out.value().get(), n * 4));
+        RANK_OK(cu::CopyToHost(added.data(), mine.value().get(), n * 4));
+        for (size_t i = 0; i < n; ++i) {
+          RANK_CHECK(got[i] == 3.0f, "all_reduce element " + std::to_string(i) + ": " + std::to_string(got[i]));
+          RANK_CHECK(added[i] == rank + 1.0f + (rank == 0 ? 1.0f : 0.0f), "kernel element " + std::to_string(i));
+        }
+        RANK_OK(CheckSignalled(**comm));
+        RANK_OK((*comm)->Shutdown());
+        return 0;
+      },
+      {90, {}}));
 }
 
 // A kernel enqueued before the call must finish before the call reads its input; work
@@ -566,19 +574,16 @@ TEST_P(StreamOrderTest, BeforeAndAfter) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothPaths, StreamOrderTest,
-                         ::testing::Values(std::make_tuple(Path::kCudaIpc, false, false),
-                                           std::make_tuple(Path::kCudaIpc, true, false),
-                                           std::make_tuple(Path::kStaged, false, false),
-                                           std::make_tuple(Path::kStaged, true, false),
-                                           std::make_tuple(Path::kStaged, false, true),
-                                           std::make_tuple(Path::kStaged, true, true)),
-                         [](const ::testing::TestParamInfo<std::tuple<Path, bool, bool>>& i) {
-                           const bool ipc = std::get<0>(i.param) == Path::kCudaIpc;
-                           const char* sync = ipc ? "" : std::get<2>(i.param) ? "Signals" : "Gate";
-                           return std::string(ipc ? "CudaIpc" : "Staged") +
-                                  (std::get<1>(i.param) ? "LegacyStream" : "OwnStream") + sync;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    BothPaths, StreamOrderTest,
+    ::testing::Values(std::make_tuple(Path::kCudaIpc, false, false), std::make_tuple(Path::kCudaIpc, true, false),
+                      std::make_tuple(Path::kStaged, false, false), std::make_tuple(Path::kStaged, true, false),
+                      std::make_tuple(Path::kStaged, false, true), std::make_tuple(Path::kStaged, true, true)),
+    [](const ::testing::TestParamInfo<std::tuple<Path, bool, bool>>& i) {
+      const bool ipc = std::get<0>(i.param) == Path::kCudaIpc;
+      const char* sync = ipc ? "" : std::get<2>(i.param) ? "Signals" : "Gate";
+      return std::string(ipc ? "CudaIpc" : "Staged") + (std::get<1>(i.param) ? "LegacyStream" : "OwnStream") + sync;
+    });
 
 // Send/Recv of device buffers: the blocking host forms and the stream forms.
 TEST(DeviceApiTest, SendRecvDeviceBuffers) {

@@ -12,8 +12,8 @@
 namespace chorus {
 namespace {
 
-using testing::RankExit;
 using testing::ExpectAllOk;
+using testing::RankExit;
 using testing::RunRanks;
 
 // Creates a communicator with `options`, checks rank/size against the expectations
@@ -40,7 +40,8 @@ int RingHello(const Options& options, int want_rank, int want_size) {
 TEST(Init, EnvMethod) {
   testing::MultiProcOptions mp;
   mp.env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(testing::FreePort())}};
-  ExpectAllOk(RunRanks(3, [](int r) { return RingHello(Options(), r, 3); }, mp));
+  ExpectAllOk(RunRanks(
+      3, [](int r) { return RingHello(Options(), r, 3); }, mp));
 }
 
 TEST(Init, TcpMethod) {
@@ -69,13 +70,16 @@ TEST(Init, SlurmVariables) {
             {"MASTER_PORT", std::to_string(testing::FreePort())},
             {"SLURM_NTASKS", "2"},
             {"SLURM_JOB_NODELIST", "localhost"}};
-  ExpectAllOk(RunRanks(2, [](int r) {
-    unsetenv("RANK");
-    unsetenv("WORLD_SIZE");
-    setenv("SLURM_PROCID", std::to_string(r).c_str(), 1);
-    setenv("SLURM_LOCALID", std::to_string(r).c_str(), 1);
-    return RingHello(Options(), r, 2);
-  }, mp));
+  ExpectAllOk(RunRanks(
+      2,
+      [](int r) {
+        unsetenv("RANK");
+        unsetenv("WORLD_SIZE");
+        setenv("SLURM_PROCID", std::to_string(r).c_str(), 1);
+        setenv("SLURM_LOCALID", std::to_string(r).c_str(), 1);
+        return RingHello(Options(), r, 2);
+      },
+      mp));
 }
 
 // The application's store, under a prefix of its own as torch's PrefixStore does it:
@@ -166,8 +170,7 @@ TEST(Init, GivenStoreNeedsRankAndSize) {
     o.world_size = 2;
     auto comm = Communicator::Create(o);
     RANK_CHECK(!comm.ok(), "created with rank 2 of 2");
-    RANK_CHECK(comm.status().message().find("rank 2 is not in [0, 2)") != std::string::npos,
-               comm.status().ToString());
+    RANK_CHECK(comm.status().message().find("rank 2 is not in [0, 2)") != std::string::npos, comm.status().ToString());
     return 0;
   }));
 }
@@ -189,14 +192,17 @@ TEST(Init, MissingVariablesAreNamed) {
 TEST(Init, BadConfigVariableIsNamed) {
   testing::MultiProcOptions mp;
   mp.env = {{"CHORUS_TCP_ENGINE", "carrier-pigeon"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}};
-  ExpectAllOk(RunRanks(1, [](int) {
-    auto comm = Communicator::Create();
-    if (comm.ok()) return 1;
-    std::string msg = comm.status().message();
-    return msg.find("CHORUS_TCP_ENGINE") != std::string::npos && msg.find("carrier-pigeon") != std::string::npos
-               ? 0
-               : 2;
-  }, mp));
+  ExpectAllOk(RunRanks(
+      1,
+      [](int) {
+        auto comm = Communicator::Create();
+        if (comm.ok()) return 1;
+        std::string msg = comm.status().message();
+        return msg.find("CHORUS_TCP_ENGINE") != std::string::npos && msg.find("carrier-pigeon") != std::string::npos
+                   ? 0
+                   : 2;
+      },
+      mp));
 }
 
 // A rank that never comes: the others fail at the connect timeout, naming it.
@@ -216,7 +222,10 @@ TEST(Init, MissingRankTimesOutNamingIt) {
     std::fprintf(stderr, "%s\n", msg.c_str());
     // Rank 0 hosts the store and names the missing rank; rank 1 may instead see the
     // store go away when rank 0 gives up first (a few ms apart): an error either way.
-    if (r == 0) return msg.find("rank 2 of 3 never arrived") != std::string::npos && comm.status().code() == StatusCode::kTimeout ? 0 : 2;
+    if (r == 0)
+      return msg.find("rank 2 of 3 never arrived") != std::string::npos && comm.status().code() == StatusCode::kTimeout
+                 ? 0
+                 : 2;
     return (comm.status().code() == StatusCode::kTimeout && msg.find("rank 2") != std::string::npos) ||
                    comm.status().code() == StatusCode::kPeerFailed
                ? 0

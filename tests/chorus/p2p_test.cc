@@ -15,10 +15,9 @@
 namespace chorus {
 namespace {
 
-using testing::RankExit;
 using testing::ExpectAllOk;
+using testing::RankExit;
 using testing::RunRanks;
-
 
 uint8_t Pattern(int from, int to, size_t i) { return static_cast<uint8_t>(i * 131 + from * 17 + to * 7 + 1); }
 
@@ -46,8 +45,8 @@ int AllPairs(int rank, const Options& options) {
       RANK_OK(s.Wait());
       RANK_OK(r.Wait());
       for (size_t i = 0; i < n; ++i) {
-        RANK_CHECK(in[i] == Pattern(peer, rank, i), "byte " + std::to_string(i) + " of " + std::to_string(n) +
-                                                        " from rank " + std::to_string(peer));
+        RANK_CHECK(in[i] == Pattern(peer, rank, i),
+                   "byte " + std::to_string(i) + " of " + std::to_string(n) + " from rank " + std::to_string(peer));
       }
     }
   }

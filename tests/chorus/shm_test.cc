@@ -11,8 +11,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -63,7 +63,8 @@ class ShmKill : public ::testing::TestWithParam<std::string> {};
 TEST_P(ShmKill, RankKilledMidAllReduceIsNamedByEveryRankAndLeavesNoSegment) {
   ShmDir dir;
   ASSERT_FALSE(dir.path().empty());
-  const Options o = ShmOptions(dir.path(), TransportMode::kShm, GetParam() == "on" ? ShmSingleCopy::kOn : ShmSingleCopy::kOff);
+  const Options o =
+      ShmOptions(dir.path(), TransportMode::kShm, GetParam() == "on" ? ShmSingleCopy::kOn : ShmSingleCopy::kOff);
   const auto start = std::chrono::steady_clock::now();
   auto exits = RunRanks(
       3,

@@ -20,7 +20,7 @@ namespace {
 using namespace testing;  // NOLINT: the kernel test helpers
 namespace cu = cuda;
 
-#define SKIP_WITHOUT_GPU()                                               \
+#define SKIP_WITHOUT_GPU() \
   if (Status _s = cu::DeviceStatus(); !_s.ok()) GTEST_SKIP() << _s.message()
 
 constexpr size_t kGuard = 64;
@@ -170,16 +170,16 @@ TEST(CudaReduce, NInputsAndAverageScalingMatchTheCpuKernelsBitForBit) {
             to.push_back(static_cast<char*>(outs.back().get()) + (j == 2 ? shift * es : 0));
           }
           ASSERT_TRUE(cu::ReduceNToAll(t, op, to.data(), 3, dp.data(), n, count, nullptr).ok());
-          for (const void* from : {static_cast<const void*>(d->get()), static_cast<const void*>(to[0]),
-                                   static_cast<const void*>(to[2])}) {
+          for (const void* from :
+               {static_cast<const void*>(d->get()), static_cast<const void*>(to[0]), static_cast<const void*>(to[2])}) {
             ASSERT_TRUE(cu::CopyToHost(got.data(), from, got.size()).ok());
             for (size_t i = 0; i < count; ++i) {
               const uint64_t g = LoadBits(t, got.data(), i), w = LoadBits(t, want.data(), i);
               const bool both_nan = IsFloatType(t) && std::isnan(DecodeFloat(t, g)) && std::isnan(DecodeFloat(t, w));
               ASSERT_TRUE(g == w || both_nan)
                   << DataTypeName(t) << " " << ReduceOpName(op) << " n " << n << " shift " << shift << " element " << i
-                  << (from == d->get() ? " (ReduceN)" : " (ReduceNToAll)") << ": got 0x" << std::hex << g
-                  << ", cpu 0x" << w;
+                  << (from == d->get() ? " (ReduceN)" : " (ReduceNToAll)") << ": got 0x" << std::hex << g << ", cpu 0x"
+                  << w;
             }
           }
         }

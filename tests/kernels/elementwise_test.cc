@@ -94,7 +94,7 @@ TEST(BFloat16Conversion, DecodesAndRoundTripsEveryPattern) {
 
 TEST(BFloat16Conversion, RoundsTiesNeighboursAndRandomFloats) {
   for (uint32_t b = 0; b < 65536; ++b) {
-    if ((b & 0x7F80) == 0x7F80) continue;  // inf/NaN have no midpoint above
+    if ((b & 0x7F80) == 0x7F80) continue;      // inf/NaN have no midpoint above
     const uint32_t mid = (b << 16) | 0x8000u;  // exactly halfway to the next bf16
     for (uint32_t bits : {mid, mid - 1, mid + 1}) {
       ASSERT_EQ(FloatToBFloat16(FloatOfBits(bits)), RefEncode(FloatOfBits(bits), kBFloat16Format))

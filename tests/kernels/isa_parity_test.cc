@@ -67,8 +67,8 @@ TEST_F(IsaParityTest, BinaryOnRandomBitPatterns) {
             const uint64_t x = LoadBits(t, a.data() + (off + 1) % 8, i), y = LoadBits(t, b.data() + off, i);
             const uint64_t rs = LoadBits(t, s.data() + off, i), rv = LoadBits(t, v.data() + off, i);
             if (rs == rv) continue;
-            const bool both_nan_inputs = BothNaN(t, x, y) && (op == ReduceOp::kSum || op == ReduceOp::kProd ||
-                                                               op == ReduceOp::kAvg);
+            const bool both_nan_inputs =
+                BothNaN(t, x, y) && (op == ReduceOp::kSum || op == ReduceOp::kProd || op == ReduceOp::kAvg);
             ASSERT_TRUE(both_nan_inputs && BothNaN(t, rs, rv))
                 << DataTypeName(t) << " " << ReduceOpName(op) << " count " << count << " element " << i << std::hex
                 << ": inputs 0x" << x << ", 0x" << y << " scalar 0x" << rs << " avx2 0x" << rv;
@@ -104,9 +104,9 @@ TEST_F(IsaParityTest, ReduceNAndScaleOnRandomBitPatterns) {
         for (size_t i = 0; i < count; ++i) {
           const uint64_t rs = LoadBits(t, s.data(), i), rv = LoadBits(t, v.data(), i);
           const bool nan_payload_freedom = (op == ReduceOp::kSum || op == ReduceOp::kProd) && BothNaN(t, rs, rv);
-          ASSERT_TRUE(rs == rv || nan_payload_freedom) << DataTypeName(t) << " " << ReduceOpName(op) << " n " << n
-                                                       << " element " << i << std::hex << ": scalar 0x" << rs
-                                                       << " avx2 0x" << rv;
+          ASSERT_TRUE(rs == rv || nan_payload_freedom)
+              << DataTypeName(t) << " " << ReduceOpName(op) << " n " << n << " element " << i << std::hex
+              << ": scalar 0x" << rs << " avx2 0x" << rv;
         }
       }
     }
@@ -133,8 +133,8 @@ TEST_F(IsaParityTest, SixteenBitFloatsEveryPatternTimesOne) {
       StoreBits(t, a.data(), h, h);
       StoreBits(t, one.data(), h, one_bits);
     }
-    RunBoth([&](uint8_t* out) { ASSERT_TRUE(Reduce(t, ReduceOp::kProd, out, a.data(), one.data(), 65536).ok()); },
-            s, v);
+    RunBoth([&](uint8_t* out) { ASSERT_TRUE(Reduce(t, ReduceOp::kProd, out, a.data(), one.data(), 65536).ok()); }, s,
+            v);
     for (uint32_t h = 0; h < 65536; ++h) {
       ASSERT_EQ(LoadBits(t, s.data(), h), LoadBits(t, v.data(), h)) << DataTypeName(t) << " " << std::hex << h;
     }

@@ -71,13 +71,24 @@ TEST_P(ReduceTest, SpecialFloatValues) {
     const int bits = BitWidth(t);
     const uint64_t sign = uint64_t{1} << (bits - 1);
     const uint64_t inf = EncodeFloat(t, std::numeric_limits<double>::infinity());
-    const uint64_t min_normal = t == DataType::kFloat64 ? uint64_t{1} << 52
+    const uint64_t min_normal = t == DataType::kFloat64   ? uint64_t{1} << 52
                                 : t == DataType::kFloat32 ? uint64_t{1} << 23
                                 : t == DataType::kFloat16 ? uint64_t{1} << 10
                                                           : uint64_t{1} << 7;
-    const std::vector<uint64_t> specials = {QuietNaNBits(t), QuietNaNBits(t) | sign, inf, inf | sign, 0, sign,
-                                            1, 1 | sign, min_normal - 1, min_normal, inf - 1, (inf - 1) | sign,
-                                            EncodeFloat(t, 1.0), EncodeFloat(t, -1.5)};
+    const std::vector<uint64_t> specials = {QuietNaNBits(t),
+                                            QuietNaNBits(t) | sign,
+                                            inf,
+                                            inf | sign,
+                                            0,
+                                            sign,
+                                            1,
+                                            1 | sign,
+                                            min_normal - 1,
+                                            min_normal,
+                                            inf - 1,
+                                            (inf - 1) | sign,
+                                            EncodeFloat(t, 1.0),
+                                            EncodeFloat(t, -1.5)};
     const size_t count = specials.size() * specials.size();
     for (ReduceOp op : kAllOps) {
       GuardedBuffer a(count * DataTypeSize(t), 1), b(count * DataTypeSize(t), 2), dst(count * DataTypeSize(t), 3);
@@ -173,7 +184,8 @@ TEST_P(ReduceTest, ReduceNOneToEightInputs) {
             GuardedBuffer& dst = alias == 0 ? own : alias == 1 ? in[0] : in[n - 1];
             ASSERT_TRUE(ReduceN(t, op, dst.data(), ptrs.data(), n, count).ok());
             ASSERT_TRUE(dst.GuardsIntact());
-            const std::string label = Label(t, op, count) + " n " + std::to_string(n) + " alias " + std::to_string(alias);
+            const std::string label =
+                Label(t, op, count) + " n " + std::to_string(n) + " alias " + std::to_string(alias);
             std::vector<uint64_t> xs(n);
             for (size_t i = 0; i < count; ++i) {
               for (int k = 0; k < n; ++k) xs[k] = LoadBits(t, copies[k].data(), i);

@@ -62,7 +62,7 @@ inline uint32_t RefEncode(double v, FloatFormat f) {
   std::frexp(r, &e2);
   const int re = e2 - 1;
   if (re < emin) return sign | static_cast<uint32_t>(units);  // subnormal
-  const double mant = std::ldexp(r, -re) - 1.0;              // in [0, 1)
+  const double mant = std::ldexp(r, -re) - 1.0;               // in [0, 1)
   return sign | (static_cast<uint32_t>(re + f.Bias()) << f.mant_bits) |
          static_cast<uint32_t>(std::ldexp(mant, f.mant_bits));
 }

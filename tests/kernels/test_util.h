@@ -16,9 +16,8 @@ namespace chorus {
 namespace kernels {
 namespace testing {
 
-constexpr DataType kAllDataTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                                      DataType::kBFloat16, DataType::kInt8,    DataType::kUint8,
-                                      DataType::kInt32,   DataType::kInt64};
+constexpr DataType kAllDataTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                                      DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kInt64};
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
 constexpr size_t kOddLengths[] = {0, 1, 7, 15, 31, 33, 1023, 4099};
 
@@ -196,8 +195,8 @@ inline uint64_t RandomElement(DataType t, std::mt19937_64& rng) {
     return raw & mask;
   }
   if (pick < 8) {
-    const double specials[] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
-                               0.0, -0.0, 1.0, -1.0};
+    const double specials[] = {
+        std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 0.0, -0.0, 1.0, -1.0};
     if (raw % 7 == 6) return QuietNaNBits(t);
     return EncodeFloat(t, specials[raw % 7]);
   }

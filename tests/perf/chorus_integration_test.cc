@@ -102,8 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Collectives, ChorusCollectiveTest,
 
 TEST(ChorusDtypeOpTest, TypesAndOpsTheBaselinesLack) {
   ExpectNoWrong(ExpectCleanRun({"all_reduce", "-d", "bf16", "-o", "sum", "-b", "64", "-e", "256K", "-f", "64"}), 3);
-  ExpectNoWrong(ExpectCleanRun({"all_reduce", "-d", "float32", "-o", "avg", "-b", "64", "-e", "256K", "-f", "64"}),
-                3);
+  ExpectNoWrong(ExpectCleanRun({"all_reduce", "-d", "float32", "-o", "avg", "-b", "64", "-e", "256K", "-f", "64"}), 3);
   ExpectNoWrong(ExpectCleanRun({"reduce_scatter", "-d", "half", "-o", "max", "-b", "64", "-e", "4K", "-f", "64"}), 2);
   ExpectNoWrong(ExpectCleanRun({"reduce", "-d", "int8", "-o", "prod", "-b", "64", "-e", "4K", "-f", "64"}), 2);
   ExpectNoWrong(ExpectCleanRun({"all_reduce", "-d", "int64", "-o", "min", "-b", "64", "-e", "4K", "-f", "64"}), 2);

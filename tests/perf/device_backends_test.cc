@@ -109,9 +109,10 @@ TEST(DeviceRunTest, ChorusOnDeviceBuffersChecksItsResults) {
 // first; reduce_scatter and gather read through the stream forms too.
 TEST(DeviceRunTest, ChorusDeviceCallsInStreamOrderAndBlockingCheckTheirResults) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here (the refusal without one is checked above)";
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"broadcast", "--root", "1"}, {"reduce_scatter"}, {"gather"},
-        {"all_reduce", "--blocking"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"broadcast", "--root", "1"},
+                                               {"reduce_scatter"},
+                                               {"gather"},
+                                               {"all_reduce", "--blocking"}}) {
     std::vector<std::string> sweep = args;
     for (const char* a : {"--device", "--timeout", "30", "-b", "4K", "-e", "4M", "-f", "32", "-n", "4", "-w", "2"}) {
       sweep.push_back(a);
@@ -120,8 +121,7 @@ TEST(DeviceRunTest, ChorusDeviceCallsInStreamOrderAndBlockingCheckTheirResults) 
     for (const ProcResult& p : r) EXPECT_EQ(p.exit_code, 0) << args[0] << "\n" << p.output;
     ExpectAllChecked(r[0]);
     const bool blocking = args.back() == "--blocking";
-    EXPECT_NE(r[0].output.find(blocking ? "each call waited for" : "calls enqueued in stream order"),
-              std::string::npos)
+    EXPECT_NE(r[0].output.find(blocking ? "each call waited for" : "calls enqueued in stream order"), std::string::npos)
         << r[0].output;
   }
 }

@@ -57,8 +57,8 @@ class GlooAllReduceAlgoTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GlooAllReduceAlgoTest, SweepHasNoWrongElements) {
   // 8 B .. 256 KiB by 8: 8, 64, 512, 4K, 32K, 256K.
-  auto rows = ExpectCleanRun({"all_reduce", "--algo", GetParam(), "-b", "8", "-e", "256K", "-f", "8", "-n", "3",
-                              "-w", "1"});
+  auto rows =
+      ExpectCleanRun({"all_reduce", "--algo", GetParam(), "-b", "8", "-e", "256K", "-f", "8", "-n", "3", "-w", "1"});
   ExpectNoWrong(rows, 6);
   if (!rows.empty()) {
     EXPECT_EQ(rows[0][0], "8");
@@ -74,8 +74,7 @@ INSTANTIATE_TEST_SUITE_P(Algos, GlooAllReduceAlgoTest,
 class GlooCollectiveTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GlooCollectiveTest, SweepHasNoWrongElements) {
-  ExpectNoWrong(ExpectCleanRun({GetParam(), "-b", "8", "-e", "64K", "-f", "16", "-n", "2", "-w", "1", "-r", "1"}),
-                4);
+  ExpectNoWrong(ExpectCleanRun({GetParam(), "-b", "8", "-e", "64K", "-f", "16", "-n", "2", "-w", "1", "-r", "1"}), 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, GlooCollectiveTest,
@@ -84,8 +83,7 @@ INSTANTIATE_TEST_SUITE_P(Collectives, GlooCollectiveTest,
 
 TEST(GlooDtypeOpTest, OtherTypesAndOps) {
   ExpectNoWrong(ExpectCleanRun({"all_reduce", "-d", "half", "-o", "max", "-b", "64", "-e", "4K", "-f", "64"}), 2);
-  ExpectNoWrong(ExpectCleanRun({"reduce_scatter", "-d", "int8", "-o", "prod", "-b", "64", "-e", "4K", "-f", "64"}),
-                2);
+  ExpectNoWrong(ExpectCleanRun({"reduce_scatter", "-d", "int8", "-o", "prod", "-b", "64", "-e", "4K", "-f", "64"}), 2);
   ExpectNoWrong(ExpectCleanRun({"all_reduce", "-d", "int64", "-o", "min", "-b", "64", "-e", "4K", "-f", "64"}), 2);
 }
 

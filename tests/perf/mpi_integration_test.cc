@@ -15,9 +15,23 @@ namespace {
 bool HaveMpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
 std::vector<testing::ProcResult> RunMpi(const std::vector<std::string>& args) {
-  std::vector<std::string> cmd = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "btl",
-                                  "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
-                                  testing::ChorusPerfPath(), "--backend", "mpi"};
+  std::vector<std::string> cmd = {"mpirun",
+                                  "--allow-run-as-root",
+                                  "--oversubscribe",
+                                  "-np",
+                                  "2",
+                                  "--mca",
+                                  "btl",
+                                  "tcp,self",
+                                  "--mca",
+                                  "btl_tcp_if_include",
+                                  "lo",
+                                  "--mca",
+                                  "oob_tcp_if_include",
+                                  "lo",
+                                  testing::ChorusPerfPath(),
+                                  "--backend",
+                                  "mpi"};
   cmd.insert(cmd.end(), args.begin(), args.end());
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::map<std::string, std::string> env;

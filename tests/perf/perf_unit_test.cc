@@ -81,9 +81,33 @@ TEST(FlagsTest, DefaultsMatchNcclTestsHabits) {
 }
 
 TEST(FlagsTest, ShortLongAndEqualsForms) {
-  Result<PerfOptions> o = Parse({"reduce_scatter", "-b", "1K", "--maxbytes=4M", "-f4", "-n", "7", "--warmup_iters",
-                                 "0", "-c", "0", "-d", "half", "-o", "max", "-r", "1", "--backend", "mpi", "--algo",
-                                 "x", "--csv", "/tmp/a.csv", "--json=/tmp/a.json", "--progress", "--timeout", "9"});
+  Result<PerfOptions> o = Parse({"reduce_scatter",
+                                 "-b",
+                                 "1K",
+                                 "--maxbytes=4M",
+                                 "-f4",
+                                 "-n",
+                                 "7",
+                                 "--warmup_iters",
+                                 "0",
+                                 "-c",
+                                 "0",
+                                 "-d",
+                                 "half",
+                                 "-o",
+                                 "max",
+                                 "-r",
+                                 "1",
+                                 "--backend",
+                                 "mpi",
+                                 "--algo",
+                                 "x",
+                                 "--csv",
+                                 "/tmp/a.csv",
+                                 "--json=/tmp/a.json",
+                                 "--progress",
+                                 "--timeout",
+                                 "9"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->coll, Collective::kReduceScatter);
   EXPECT_EQ(o->min_bytes, 1024);
@@ -252,8 +276,8 @@ TEST(PatternTest, ExpectedValuesByHand) {
 
 TEST(PatternTest, CountWrongFindsEachBadElement) {
   const int n = 2;
-  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-                     DataType::kInt8, DataType::kUint8, DataType::kInt32, DataType::kInt64}) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16, DataType::kInt8,
+                     DataType::kUint8, DataType::kInt32, DataType::kInt64}) {
     CollShape s = ShapeFor(Collective::kAllReduce, 64 * DataTypeSize(t), t, n, 0);
     std::vector<char> buf(s.recv_count * DataTypeSize(t));
     double v = 0;
@@ -274,7 +298,7 @@ TEST(PatternTest, HalfAndBFloat16Conversions) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);      // overflow -> inf
+  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);       // overflow -> inf
   EXPECT_EQ(FloatToHalf(5.96046448e-8f), 1);  // smallest subnormal
   EXPECT_EQ(HalfToFloat(0x3555), 0.333251953125f);
   for (int i = -2048; i <= 2048; ++i) EXPECT_EQ(HalfToFloat(FloatToHalf(static_cast<float>(i))), i);
@@ -336,8 +360,9 @@ TEST(ReportTest, CsvAndJson) {
   info.coll = Collective::kAllReduce;
   info.nranks = 2;
   const std::string row = CsvRow(info, SampleLine());
-  EXPECT_EQ(row, "gloo,ring; legacy,all_reduce,2,1048576,262144,float,sum,-1,523.400,2.0000,2.0000,0,"
-                 "12345.600,0.0800,0.0800,3\n");
+  EXPECT_EQ(row,
+            "gloo,ring; legacy,all_reduce,2,1048576,262144,float,sum,-1,523.400,2.0000,2.0000,0,"
+            "12345.600,0.0800,0.0800,3\n");
   // As many fields as the header.
   auto fields = [](const std::string& s) { return std::count(s.begin(), s.end(), ',') + 1; };
   EXPECT_EQ(fields(row), fields(CsvHeader()));

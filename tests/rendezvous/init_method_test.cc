@@ -32,7 +32,7 @@ std::string Err(const std::string& method, int rank, int size, const Env& env) {
 
 TEST(ResolveInit, TorchrunEnv) {
   Env env = {{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "1234"}, {"RANK", "3"},
-             {"WORLD_SIZE", "8"},         {"LOCAL_RANK", "1"},    {"LOCAL_WORLD_SIZE", "2"}};
+             {"WORLD_SIZE", "8"},         {"LOCAL_RANK", "1"},     {"LOCAL_WORLD_SIZE", "2"}};
   for (const char* m : {"", "env://"}) {
     InitSpec s = Ok(m, -1, -1, env);
     EXPECT_EQ(s.method, "env");
@@ -63,8 +63,9 @@ TEST(ResolveInit, EnvMissingAndGarbageValues) {
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"RANK", "x1"}, {"WORLD_SIZE", "2"}}), "RANK='x1' is not an integer");
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"RANK", "1"}}), "RANK is set but WORLD_SIZE is not");
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"WORLD_SIZE", "2"}}), "RANK is not");
-  EXPECT_CONTAINS(Err("env://", -1, -1, {{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
-                  "rank 4 is out of range for world size 4");
+  EXPECT_CONTAINS(
+      Err("env://", -1, -1, {{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+      "rank 4 is out of range for world size 4");
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "WORLD_SIZE");
   EXPECT_CONTAINS(Err("env://", 0, 2, {{"MASTER_PORT", "5"}}), "MASTER_ADDR is not set");
   EXPECT_CONTAINS(Err("env://", 0, 2, {{"MASTER_ADDR", "h"}}), "MASTER_PORT is not set");
@@ -74,9 +75,9 @@ TEST(ResolveInit, EnvMissingAndGarbageValues) {
   EXPECT_CONTAINS(Err("env://", 0, 2, {{"MASTER_ADDR", "h"}, {"MASTER_PORT", "0"}}), "MASTER_PORT=0");
   EXPECT_CONTAINS(Err("env://", 0, 2, {{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"LOCAL_RANK", "z"}}),
                   "LOCAL_RANK='z'");
-  EXPECT_CONTAINS(Err("env://", 0, 2, {{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"LOCAL_RANK", "2"},
-                                       {"LOCAL_WORLD_SIZE", "2"}}),
-                  "local rank 2");
+  EXPECT_CONTAINS(
+      Err("env://", 0, 2, {{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}),
+      "local rank 2");
   EXPECT_CONTAINS(Err("env://", -2, 2, {}), "rank -2");
   EXPECT_CONTAINS(Err("env://", 0, 0, {}), "world_size 0");
   EXPECT_CONTAINS(Err("env://", 5, 2, {{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}), "rank 5");
@@ -123,8 +124,10 @@ TEST(ResolveInit, FileUrlsAndUnknownSchemes) {
 }
 
 TEST(ResolveInit, Slurm) {
-  Env env = {{"SLURM_PROCID", "5"},       {"SLURM_NTASKS", "8"},
-             {"SLURM_LOCALID", "1"},      {"SLURM_NTASKS_PER_NODE", "4"},
+  Env env = {{"SLURM_PROCID", "5"},
+             {"SLURM_NTASKS", "8"},
+             {"SLURM_LOCALID", "1"},
+             {"SLURM_NTASKS_PER_NODE", "4"},
              {"SLURM_JOB_NODELIST", "gpu[07-10],cpu1"}};
   InitSpec s = Ok("env://", -1, -1, env);
   EXPECT_EQ(s.source, "SLURM");
@@ -156,13 +159,12 @@ TEST(ResolveInit, Slurm) {
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"SLURM_PROCID", "0"}}), "SLURM_NPROCS is not set although SLURM");
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"SLURM_PROCID", "a"}, {"SLURM_NTASKS", "2"}}), "SLURM_PROCID='a'");
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}), "MASTER_ADDR is not set");
-  EXPECT_CONTAINS(Err("env://", -1, -1,
-                      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n[1-"}}),
+  EXPECT_CONTAINS(Err("env://", -1, -1, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n[1-"}}),
                   "SLURM node list 'n[1-'");
-  EXPECT_CONTAINS(Err("env://", -1, -1,
-                      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_TASKS_PER_NODE", "two"},
-                       {"MASTER_ADDR", "h"}}),
-                  "SLURM_TASKS_PER_NODE='two'");
+  EXPECT_CONTAINS(
+      Err("env://", -1, -1,
+          {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_TASKS_PER_NODE", "two"}, {"MASTER_ADDR", "h"}}),
+      "SLURM_TASKS_PER_NODE='two'");
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "h"}}),
                   "rank 2 is out of range for world size 2 (from SLURM)");
 }
@@ -170,16 +172,22 @@ TEST(ResolveInit, Slurm) {
 TEST(ResolveInit, TorchrunVariablesWinOverSlurm) {
   // torchrun inside an srun allocation: RANK/WORLD_SIZE describe the real job.
   InitSpec s = Ok("env://", -1, -1,
-                  {{"RANK", "3"}, {"WORLD_SIZE", "16"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"},
-                   {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+                  {{"RANK", "3"},
+                   {"WORLD_SIZE", "16"},
+                   {"MASTER_ADDR", "m"},
+                   {"MASTER_PORT", "1"},
+                   {"SLURM_PROCID", "0"},
+                   {"SLURM_NTASKS", "2"}});
   EXPECT_EQ(s.source, "torchrun/env");
   EXPECT_EQ(s.rank, 3);
   EXPECT_EQ(s.world_size, 16);
 }
 
 TEST(ResolveInit, OpenMpi) {
-  Env env = {{"OMPI_COMM_WORLD_RANK", "2"},       {"OMPI_COMM_WORLD_SIZE", "4"},
-             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+  Env env = {{"OMPI_COMM_WORLD_RANK", "2"},
+             {"OMPI_COMM_WORLD_SIZE", "4"},
+             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
              {"MASTER_ADDR", "head"}};
   InitSpec s = Ok("env://", -1, -1, env);
   EXPECT_EQ(s.source, "Open MPI");
@@ -194,8 +202,11 @@ TEST(ResolveInit, OpenMpi) {
   EXPECT_CONTAINS(Err("env://", -1, -1, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "-3"}}),
                   "OMPI_COMM_WORLD_SIZE=-3");
   // The launcher's layout is kept when the arguments describe the same job.
-  s = Ok("tcp://h:1", 2, 4, {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  s = Ok("tcp://h:1", 2, 4,
+         {{"OMPI_COMM_WORLD_RANK", "2"},
+          {"OMPI_COMM_WORLD_SIZE", "4"},
+          {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   EXPECT_EQ(s.source, "arguments");
   EXPECT_EQ(s.local_world_size, 2);
 }
@@ -206,8 +217,8 @@ TEST(ResolveInit, PbsAndPmi) {
     std::ofstream out(nodefile);
     out << "cn042.cluster\ncn042.cluster\ncn043.cluster\n";
   }
-  Env env = {{"PMI_RANK", "1"}, {"PMI_SIZE", "3"}, {"PBS_JOBID", "77.pbs"}, {"PBS_NODEFILE", nodefile},
-             {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}};
+  Env env = {{"PMI_RANK", "1"},          {"PMI_SIZE", "3"},        {"PBS_JOBID", "77.pbs"},
+             {"PBS_NODEFILE", nodefile}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}};
   InitSpec s = Ok("env://", -1, -1, env);
   EXPECT_EQ(s.source, "PBS");
   EXPECT_EQ(s.rank, 1);
@@ -249,8 +260,8 @@ TEST(SlurmNodelist, Forms) {
 }
 
 TEST(SlurmNodelist, Garbage) {
-  for (const char* bad : {"", "n[1-", "n1-2]", "n[[1]]", "n[a-b]", "n[5-3]", "n[]", ",n1", "n[1-2", "[1-2]",
-                          "n[1--2]", "n[1,]"}) {
+  for (const char* bad :
+       {"", "n[1-", "n1-2]", "n[[1]]", "n[a-b]", "n[5-3]", "n[]", ",n1", "n[1-2", "[1-2]", "n[1--2]", "n[1,]"}) {
     auto r = ExpandSlurmNodelist(bad);
     EXPECT_FALSE(r.ok()) << "'" << bad << "' expanded";
     if (!r.ok()) {

@@ -53,7 +53,8 @@ Status JoinAndGather(const InitSpec& spec, bool* hosts_store) {
                                                    "rank " + std::to_string(spec.rank), Deadline::AfterMs(10000));
   if (!all.ok()) return all.status();
   for (int r = 0; r < spec.world_size; ++r) {
-    if (all.value()[r] != "rank " + std::to_string(r)) return InternalError("wrong value for rank " + std::to_string(r));
+    if (all.value()[r] != "rank " + std::to_string(r))
+      return InternalError("wrong value for rank " + std::to_string(r));
   }
   Status st = Barrier(*rdv.value().store, "test/done", spec.rank, spec.world_size, Deadline::AfterMs(10000));
   if (!st.ok()) return st;
@@ -72,8 +73,10 @@ TEST(Join, EnvWithFourRanks) {
   std::atomic<int> hosts{0};
   auto st = RunRanks(4, [&](int r) {
     Result<InitSpec> spec = ResolveInit("env://", -1, -1,
-                                        MapEnv({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
-                                                {"RANK", std::to_string(r)}, {"WORLD_SIZE", "4"}}));
+                                        MapEnv({{"MASTER_ADDR", "127.0.0.1"},
+                                                {"MASTER_PORT", std::to_string(port)},
+                                                {"RANK", std::to_string(r)},
+                                                {"WORLD_SIZE", "4"}}));
     if (!spec.ok()) return spec.status();
     bool host = false;
     Status s = JoinAndGather(spec.value(), &host);

@@ -147,14 +147,10 @@ TEST(StoreProtocol, UnknownOpcodeIsAnError) {
 
 TEST(StoreProtocol, GarbagePayloadsAreErrorsNeverCrashes) {
   // Truncations of every valid request payload, trailing bytes, and lying counts.
-  std::vector<StoreRequest> reqs = {{StoreOp::kSet, {"key"}, "value", "", 0},
-                                    {StoreOp::kGet, {"key"}, "", "", 10},
-                                    {StoreOp::kWait, {"a", "b"}, "", "", 10},
-                                    {StoreOp::kAdd, {"n"}, "", "", 1},
-                                    {StoreOp::kCompareSet, {"c"}, "d", "e", 0},
-                                    {StoreOp::kDelete, {"k"}, "", "", 0},
-                                    {StoreOp::kCheck, {"k"}, "", "", 0},
-                                    {StoreOp::kMultiGet, {"k"}, "", "", 1}};
+  std::vector<StoreRequest> reqs = {{StoreOp::kSet, {"key"}, "value", "", 0},   {StoreOp::kGet, {"key"}, "", "", 10},
+                                    {StoreOp::kWait, {"a", "b"}, "", "", 10},   {StoreOp::kAdd, {"n"}, "", "", 1},
+                                    {StoreOp::kCompareSet, {"c"}, "d", "e", 0}, {StoreOp::kDelete, {"k"}, "", "", 0},
+                                    {StoreOp::kCheck, {"k"}, "", "", 0},        {StoreOp::kMultiGet, {"k"}, "", "", 1}};
   for (const auto& req : reqs) {
     std::string payload = EncodeRequest(req).substr(kStoreFrameHeaderBytes);
     uint8_t op = static_cast<uint8_t>(req.op);
@@ -185,9 +181,9 @@ TEST(StoreProtocol, GarbagePayloadsAreErrorsNeverCrashes) {
 }
 
 TEST(StoreProtocol, MalformedRepliesAreErrors) {
-  EXPECT_FALSE(DecodeReply(StoreOp::kGet, 2, "").ok());                     // no status byte
-  EXPECT_FALSE(DecodeReply(StoreOp::kGet, 2, std::string("\x07", 1)).ok());  // bad status
-  EXPECT_FALSE(DecodeReply(StoreOp::kAdd, 4, std::string("\x00\x01", 2)).ok());  // short int
+  EXPECT_FALSE(DecodeReply(StoreOp::kGet, 2, "").ok());                            // no status byte
+  EXPECT_FALSE(DecodeReply(StoreOp::kGet, 2, std::string("\x07", 1)).ok());        // bad status
+  EXPECT_FALSE(DecodeReply(StoreOp::kAdd, 4, std::string("\x00\x01", 2)).ok());    // short int
   EXPECT_FALSE(DecodeReply(StoreOp::kCheck, 7, std::string("\x00\x05", 2)).ok());  // flag not 0/1
   StoreReply ok;
   ok.values = {"v"};

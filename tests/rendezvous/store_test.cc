@@ -20,9 +20,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-int64_t MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
-}
+int64_t MsSince(Clock::time_point t) { return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count(); }
 
 std::unique_ptr<StoreServer> StartServer() {
   auto server = StoreServer::Start("127.0.0.1", 0);
@@ -336,8 +334,7 @@ TEST(Store, MalformedFramesGetAnErrorAndAreDisconnectedWhileOthersAreServed) {
     EXPECT_EQ(DecodeReply(StoreOp::kPing, first.frame.opcode, first.frame.payload).value().code, ReplyCode::kOk);
     FrameParse second = ParseFrame(std::string_view(bytes).substr(first.frame.total_bytes));
     ASSERT_EQ(second.state, FrameState::kComplete);
-    EXPECT_EQ(DecodeReply(StoreOp::kPing, second.frame.opcode, second.frame.payload).value().code,
-              ReplyCode::kError);
+    EXPECT_EQ(DecodeReply(StoreOp::kPing, second.frame.opcode, second.frame.payload).value().code, ReplyCode::kError);
   }
   // Random garbage from several connections at once.
   {

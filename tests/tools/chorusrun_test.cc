@@ -61,8 +61,8 @@ struct RunResult {
 RunResult RunShell(const std::string& script, int bound_s = 40) {
   static int counter = 0;
   std::string base = TmpDir() + "/run" + std::to_string(getpid()) + "_" + std::to_string(counter++);
-  std::string cmd = "CHORUSRUN=" + Quote(Chorusrun()) + " timeout -s KILL " + std::to_string(bound_s) +
-                    " /bin/sh -c " + Quote(script) + " >" + base + ".out 2>" + base + ".err";
+  std::string cmd = "CHORUSRUN=" + Quote(Chorusrun()) + " timeout -s KILL " + std::to_string(bound_s) + " /bin/sh -c " +
+                    Quote(script) + " >" + base + ".out 2>" + base + ".err";
   auto start = std::chrono::steady_clock::now();
   int status = std::system(cmd.c_str());
   RunResult r;
@@ -82,8 +82,8 @@ bool Contains(const std::string& hay, const std::string& needle) { return hay.fi
 
 TEST(ChorusrunTest, SetsRankEnvironment) {
   RunResult r = RunRanks("--nproc-per-node 3",
-                   "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR "
-                   "$MASTER_PORT $CHORUS_LAUNCHER\"");
+                         "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR "
+                         "$MASTER_PORT $CHORUS_LAUNCHER\"");
   ASSERT_EQ(r.code, 0) << r.err;
   std::regex line(R"(\[rank (\d)\] (\d) 3 (\d) 3 0 127\.0\.0\.1 (\d+) chorusrun)");
   std::vector<std::string> lines = Lines(r.out);
@@ -106,7 +106,7 @@ TEST(ChorusrunTest, SetsRankEnvironment) {
 
 TEST(ChorusrunTest, MultiNodeRanksAndFixedPort) {
   RunResult r = RunRanks("--nnodes=2 --node_rank=1 --nproc_per_node=2 --master-addr 10.9.8.7",
-                   "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR:$MASTER_PORT\"");
+                         "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR:$MASTER_PORT\"");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "[rank 2] 2 4 0 1 10.9.8.7:29500\n")) << r.out;
   EXPECT_TRUE(Contains(r.out, "[rank 3] 3 4 1 1 10.9.8.7:29500\n")) << r.out;
@@ -114,15 +114,16 @@ TEST(ChorusrunTest, MultiNodeRanksAndFixedPort) {
 
 TEST(ChorusrunTest, ExplicitPortAndOverriddenEnvironment) {
   // Values already in the environment are replaced, not duplicated.
-  RunResult r = RunShell("RANK=99 exec \"$CHORUSRUN\" --master-port=4321 -- /bin/sh -c 'echo $RANK $MASTER_PORT; "
-                   "env | grep -c ^RANK='");
+  RunResult r = RunShell(
+      "RANK=99 exec \"$CHORUSRUN\" --master-port=4321 -- /bin/sh -c 'echo $RANK $MASTER_PORT; "
+      "env | grep -c ^RANK='");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "[rank 0] 0 4321\n[rank 0] 1\n");
 }
 
 TEST(ChorusrunTest, PrefixesBothStreamsAndPartialLines) {
   RunResult r = RunRanks("--nproc-per-node 2",
-                   "printf 'a\\nx'; sleep 0.2; printf 'y\\nb'; printf 'e1\\ne' >&2; sleep 0.2; printf '2' >&2");
+                         "printf 'a\\nx'; sleep 0.2; printf 'y\\nb'; printf 'e1\\ne' >&2; sleep 0.2; printf '2' >&2");
   ASSERT_EQ(r.code, 0) << r.err;
   for (int rank = 0; rank < 2; ++rank) {
     std::string p = "[rank " + std::to_string(rank) + "] ";
@@ -141,8 +142,8 @@ TEST(ChorusrunTest, ConcurrentLongLinesNeverInterleave) {
   // Four ranks write 300 lines of ~600 bytes each as fast as they can, each line in
   // several write() calls (printf of pieces): every output line must be one rank's.
   RunResult r = RunRanks("--nproc-per-node 4",
-                   "pad=$(printf '%0300d' 0); i=0; while [ $i -lt 300 ]; do printf 'r%s ' $RANK; "
-                   "printf '%s' $pad; printf '%s' $pad; printf ' r%s\\n' $RANK; i=$((i+1)); done");
+                         "pad=$(printf '%0300d' 0); i=0; while [ $i -lt 300 ]; do printf 'r%s ' $RANK; "
+                         "printf '%s' $pad; printf '%s' $pad; printf ' r%s\\n' $RANK; i=$((i+1)); done");
   ASSERT_EQ(r.code, 0) << r.err;
   std::vector<std::string> lines = Lines(r.out);
   ASSERT_EQ(lines.size(), 1200u);
@@ -158,8 +159,7 @@ TEST(ChorusrunTest, ConcurrentLongLinesNeverInterleave) {
 TEST(ChorusrunTest, FailingRankStopsTheOthers) {
   RunResult r = RunRanks("--nproc-per-node 3", "if [ $RANK = 1 ]; then sleep 0.3; exit 7; fi; exec sleep 60");
   EXPECT_EQ(r.code, 7) << r.err;
-  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(chorusrun: rank 1 \(pid \d+\) exited with code 7\n)")))
-      << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(chorusrun: rank 1 \(pid \d+\) exited with code 7\n)"))) << r.err;
   EXPECT_TRUE(Contains(r.err, "rank 0 (pid ")) << r.err;
   EXPECT_TRUE(Contains(r.err, "killed by signal SIGTERM (stopped by chorusrun)")) << r.err;
   EXPECT_LT(r.seconds, 5.0) << "SIGTERM should stop `sleep` at once";
@@ -168,9 +168,10 @@ TEST(ChorusrunTest, FailingRankStopsTheOthers) {
 TEST(ChorusrunTest, RanksIgnoringSigtermAreKilledAfterGrace) {
   // Rank 0 fails only once rank 1 ignores SIGTERM (the file says so).
   std::string flag = TmpDir() + "/ign" + std::to_string(getpid());
-  RunResult r = RunRanks("--nproc-per-node 2 --kill-grace 1",
-                   "if [ $RANK = 0 ]; then while [ ! -e " + flag + " ]; do sleep 0.05; done; exit 3; fi; "
-                   "trap '' TERM; touch " + flag + "; sleep 60");
+  RunResult r = RunRanks("--nproc-per-node 2 --kill-grace 1", "if [ $RANK = 0 ]; then while [ ! -e " + flag +
+                                                                  " ]; do sleep 0.05; done; exit 3; fi; "
+                                                                  "trap '' TERM; touch " +
+                                                                  flag + "; sleep 60");
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_TRUE(Contains(r.err, "rank 1 (pid ")) << r.err;
   EXPECT_TRUE(Contains(r.err, "killed by signal SIGKILL (stopped by chorusrun)")) << r.err;
@@ -189,8 +190,7 @@ TEST(ChorusrunTest, TimeoutNamesTheRanksStillRunning) {
   RunResult r = RunRanks("--nproc-per-node 3 --timeout 1", "if [ $RANK = 1 ]; then exit 0; fi; exec sleep 60");
   EXPECT_EQ(r.code, 124) << r.err;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(timeout after 1 s; ranks still running:(.*)\n)")))
-      << r.err;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(timeout after 1 s; ranks still running:(.*)\n)"))) << r.err;
   EXPECT_TRUE(Contains(m[1], " 0 (pid ")) << m[1];
   EXPECT_TRUE(Contains(m[1], " 2 (pid ")) << m[1];
   EXPECT_FALSE(Contains(m[1], " 1 (pid ")) << "rank 1 had finished: " << m[1];
@@ -234,9 +234,10 @@ TEST(ChorusrunTest, NoZombiesOrOrphansAfterFailure) {
   // Each rank leaves a grandchild (which also holds the output pipe); rank 1 fails.
   std::string dir = TmpDir() + "/gc" + std::to_string(getpid());
   mkdir(dir.c_str(), 0755);
-  RunResult r = RunRanks("--nproc-per-node 2",
-                   "sleep 300 & echo $! > " + dir + "/$RANK; if [ $RANK = 1 ]; then "
-                   "while [ ! -s " + dir + "/0 ]; do sleep 0.05; done; exit 5; fi; wait");
+  RunResult r = RunRanks("--nproc-per-node 2", "sleep 300 & echo $! > " + dir +
+                                                   "/$RANK; if [ $RANK = 1 ]; then "
+                                                   "while [ ! -s " +
+                                                   dir + "/0 ]; do sleep 0.05; done; exit 5; fi; wait");
   EXPECT_EQ(r.code, 5) << r.err;
   EXPECT_LT(r.seconds, 5.0) << r.err;
   for (int rank = 0; rank < 2; ++rank) {
@@ -263,8 +264,11 @@ TEST(ChorusrunTest, ForwardsSigint) {
   mkdir(dir.c_str(), 0755);
   RunResult r = RunShell(
       "\"$CHORUSRUN\" --nproc-per-node 2 -- /bin/sh -c "
-      "'trap \"echo got INT; exit 3\" INT; touch " + dir + "/$RANK; while :; do sleep 0.05; done' & p=$!; "
-      "while [ ! -e " + dir + "/0 ] || [ ! -e " + dir + "/1 ]; do sleep 0.05; done; kill -INT $p; wait $p");
+      "'trap \"echo got INT; exit 3\" INT; touch " +
+      dir +
+      "/$RANK; while :; do sleep 0.05; done' & p=$!; "
+      "while [ ! -e " +
+      dir + "/0 ] || [ ! -e " + dir + "/1 ]; do sleep 0.05; done; kill -INT $p; wait $p");
   EXPECT_EQ(r.code, 128 + SIGINT) << r.err;
   EXPECT_TRUE(Contains(r.out, "[rank 0] got INT\n")) << r.out;
   EXPECT_TRUE(Contains(r.out, "[rank 1] got INT\n")) << r.out;

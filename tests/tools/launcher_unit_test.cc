@@ -79,9 +79,9 @@ TEST(RankEnvironmentTest, SetsLauncherVariablesAndKeepsTheRest) {
   ASSERT_TRUE(o.ok());
   const char* inherited[] = {"PATH=/bin", "RANK=77", "WORLD_SIZE=1", "X=a=b", nullptr};
   std::vector<std::string> env = RankEnvironment(*o, 9, 1, const_cast<char* const*>(inherited));
-  std::vector<std::string> want = {"PATH=/bin",   "X=a=b",        "MASTER_ADDR=h0",     "MASTER_PORT=29500",
-                                   "RANK=9",      "WORLD_SIZE=12", "LOCAL_RANK=1",       "LOCAL_WORLD_SIZE=4",
-                                   "GROUP_RANK=2", "CHORUS_LAUNCHER=chorusrun"};
+  std::vector<std::string> want = {
+      "PATH=/bin",     "X=a=b",        "MASTER_ADDR=h0",     "MASTER_PORT=29500", "RANK=9",
+      "WORLD_SIZE=12", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4", "GROUP_RANK=2",      "CHORUS_LAUNCHER=chorusrun"};
   EXPECT_EQ(env, want);
 }
 

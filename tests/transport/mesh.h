@@ -19,8 +19,8 @@ namespace chorus::transport::testing {
 struct MeshOptions {
   std::string engine = "uring";  // "uring", "epoll" (TCP), "rdma", "shm", "shm_rings" (no single copy)
   int nsockets = 2;
-  int channels = 1;                 // TCP channels (engines) each rank asks for
-  std::vector<int> rank_channels;   // or per rank, where not empty (the mesh has the fewest)
+  int channels = 1;                // TCP channels (engines) each rank asks for
+  std::vector<int> rank_channels;  // or per rank, where not empty (the mesh has the fewest)
   int64_t stripe_min_bytes = 256 << 10;
   int64_t timeout_ms = ::chorus::testing::Scaled(std::chrono::milliseconds(20000)).count();  // per request
   uint64_t comm_id = 42;

@@ -157,7 +157,8 @@ TEST(RdmaTransportTest, KilledPeerProcessFailsTheRecvNamingIt) {
     if (!t.value()->Start(Deadline::After(std::chrono::seconds(20))).ok()) _exit(5);
     std::vector<char> big(1 << 20, 1);
     for (;;) {
-      if (!t.value()->Send(0, 1, big.data(), big.size())->Wait(Deadline::After(std::chrono::seconds(30))).ok()) _exit(6);
+      if (!t.value()->Send(0, 1, big.data(), big.size())->Wait(Deadline::After(std::chrono::seconds(30))).ok())
+        _exit(6);
     }
   }
   auto t = RdmaTransport::Open(0, 2, 7, RdmaOptions());

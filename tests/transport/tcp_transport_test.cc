@@ -61,12 +61,14 @@ TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
     if (!t.ok()) _exit(2);
     std::string mine = t.value()->address();
     char peer[128] = {0};
-    if (write(to_parent[1], mine.c_str(), mine.size() + 1) < 0 || read(to_child[0], peer, sizeof(peer) - 1) <= 0) _exit(3);
+    if (write(to_parent[1], mine.c_str(), mine.size() + 1) < 0 || read(to_child[0], peer, sizeof(peer) - 1) <= 0)
+      _exit(3);
     std::vector<PeerAddress> addrs = {{peer, "parent", Channels()}, {mine, "child", Channels()}};
     if (!t.value()->Connect(addrs, Deadline::After(std::chrono::seconds(10))).ok()) _exit(4);
     std::vector<char> big(256 << 20, 1);
     for (;;) {
-      if (!t.value()->Send(0, tag, big.data(), big.size())->Wait(Deadline::After(std::chrono::seconds(30))).ok()) _exit(5);
+      if (!t.value()->Send(0, tag, big.data(), big.size())->Wait(Deadline::After(std::chrono::seconds(30))).ok())
+        _exit(5);
     }
   }
   auto t = TcpTransport::Listen(0, 2, 7, o);

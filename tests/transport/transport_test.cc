@@ -474,8 +474,10 @@ TEST_P(TransportTest, SeveralThreadsWaitAtOnce) {
         RequestPtr s = t[0]->Send(1, 200 + i, out.data(), n);
         Status st = r->Wait(Soon());
         if (st.ok()) st = s->Wait(Soon());
-        if (!st.ok()) errors[i] = st.ToString();
-        else if (!Check(in, seed)) errors[i] = "wrong data in round " + std::to_string(k);
+        if (!st.ok())
+          errors[i] = st.ToString();
+        else if (!Check(in, seed))
+          errors[i] = "wrong data in round " + std::to_string(k);
       }
     });
   }

@@ -25,8 +25,7 @@ std::string RankExit::Describe() const {
   return s + "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
 }
 
-std::vector<RankExit> RunRanks(int nranks, const std::function<int(int rank)>& body,
-                               const MultiProcOptions& options) {
+std::vector<RankExit> RunRanks(int nranks, const std::function<int(int rank)>& body, const MultiProcOptions& options) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids(nranks, -1);

@@ -13,9 +13,9 @@ namespace chorus::testing {
 
 struct RankExit {
   int rank = -1;
-  bool exited = false;   // exited normally (else killed by a signal)
-  int code = -1;         // exit code when exited
-  int signal = 0;        // terminating signal otherwise
+  bool exited = false;  // exited normally (else killed by a signal)
+  int code = -1;        // exit code when exited
+  int signal = 0;       // terminating signal otherwise
   bool timed_out = false;
   std::string Describe() const;
 };

@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
     double seconds = 0;
     for (int it = 0; it < args.warmup + args.iters; ++it) {
       auto t0 = std::chrono::steady_clock::now();
-      chorus::Status st = comm.AllReduce(in.data(), out.data(), count, chorus::DataType::kFloat32, chorus::ReduceOp::kSum);
+      chorus::Status st =
+          comm.AllReduce(in.data(), out.data(), count, chorus::DataType::kFloat32, chorus::ReduceOp::kSum);
       auto t1 = std::chrono::steady_clock::now();
       if (!st.ok()) {
         std::fprintf(stderr, "ring_allreduce: rank %d: %s\n", comm.rank(), st.ToString().c_str());
@@ -139,8 +140,8 @@ int main(int argc, char** argv) {
       double t = reduced[0] / args.iters;
       double algbw = static_cast<double>(bytes) / t / 1e9;
       double busbw = algbw * 2.0 * (n - 1) / n;
-      std::printf("  %12lld %12zu %12.1f %12.3f %12.3f %8.0f\n", static_cast<long long>(bytes), count, t * 1e6,
-                  algbw, busbw, reduced[1]);
+      std::printf("  %12lld %12zu %12.1f %12.3f %12.3f %8.0f\n", static_cast<long long>(bytes), count, t * 1e6, algbw,
+                  busbw, reduced[1]);
       std::fflush(stdout);
     }
   }

@@ -17,9 +17,9 @@ struct LaunchOptions {
   // 0 = not given: a free ephemeral port when nnodes == 1 (parallel single-node
   // runs must not collide), 29500 otherwise (every node must agree without talking).
   int master_port = 0;
-  double timeout_s = 0;      // 0 = no timeout
-  double kill_grace_s = 5;   // SIGTERM -> SIGKILL delay when stopping ranks
-  std::string tee_dir;       // when set, raw rank output is also written here
+  double timeout_s = 0;              // 0 = no timeout
+  double kill_grace_s = 5;           // SIGTERM -> SIGKILL delay when stopping ranks
+  std::string tee_dir;               // when set, raw rank output is also written here
   std::vector<std::string> program;  // program and its arguments
   bool help = false;
 };

@@ -15,8 +15,7 @@ extern char** environ;
 
 namespace chorus::launcher {
 
-std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int local_rank,
-                                         char* const* inherited) {
+std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int local_rank, char* const* inherited) {
   const std::vector<std::pair<std::string, std::string>> ours = {
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(o.master_port)},
@@ -64,7 +63,7 @@ Result<SpawnedRank> SpawnRank(const LaunchOptions& o, int rank, int local_rank) 
     return IoError("fork", e);
   }
   if (pid == 0) {
-    setpgid(0, 0);  // own group: a stop signal reaches the rank's children too
+    setpgid(0, 0);                     // own group: a stop signal reaches the rank's children too
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // chorusrun killed by SIGKILL: take the rank down
     if (getppid() != parent) _exit(127);
     int devnull = open("/dev/null", O_RDONLY);  // ranks are not in the terminal's group

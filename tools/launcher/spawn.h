@@ -13,8 +13,7 @@ namespace chorus::launcher {
 
 // The inherited environment `inherited` (NULL-terminated, like environ) with the
 // launcher's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) set for this rank.
-std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int local_rank,
-                                         char* const* inherited);
+std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int local_rank, char* const* inherited);
 
 struct SpawnedRank {
   pid_t pid = -1;   // also its process group id

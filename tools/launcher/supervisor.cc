@@ -254,8 +254,9 @@ void Supervisor::CheckDeadlines() {
   }
   if (give_up_at_ && give_up_at_->expired() && RunningCount() > 0) {
     for (auto& r : ranks_) {
-      if (r->running) Say("rank " + std::to_string(r->rank) + " (pid " + std::to_string(r->pid) +
-                          ") did not exit after SIGKILL; giving up on it");
+      if (r->running)
+        Say("rank " + std::to_string(r->rank) + " (pid " + std::to_string(r->pid) +
+            ") did not exit after SIGKILL; giving up on it");
     }
     gave_up_ = true;
   }

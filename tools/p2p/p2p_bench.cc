@@ -36,7 +36,8 @@ struct Flags {
 void Usage() {
   std::fprintf(stderr,
                "usage: chorus_p2p_bench [-b min_bytes] [-e max_bytes] [-l latency_iters] [-t bytes_per_size] "
-               "[-w window] [-d]\n  -d: both directions at once (GB/s per direction)\n  ranks, addresses and engine from the environment (RANK, WORLD_SIZE, MASTER_ADDR, "
+               "[-w window] [-d]\n  -d: both directions at once (GB/s per direction)\n  ranks, addresses and engine "
+               "from the environment (RANK, WORLD_SIZE, MASTER_ADDR, "
                "MASTER_PORT, CHORUS_TCP_ENGINE, ...)\n");
 }
 
@@ -53,12 +54,18 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       std::fprintf(stderr, "%s\n", v.status().message().c_str());
       return false;
     }
-    if (a == "-b") f->min_bytes = v.value();
-    else if (a == "-e") f->max_bytes = v.value();
-    else if (a == "-l") f->lat_iters = static_cast<int>(v.value());
-    else if (a == "-t") f->total_bytes = v.value();
-    else if (a == "-w") f->window = std::max<int>(1, static_cast<int>(v.value()));
-    else return false;
+    if (a == "-b")
+      f->min_bytes = v.value();
+    else if (a == "-e")
+      f->max_bytes = v.value();
+    else if (a == "-l")
+      f->lat_iters = static_cast<int>(v.value());
+    else if (a == "-t")
+      f->total_bytes = v.value();
+    else if (a == "-w")
+      f->window = std::max<int>(1, static_cast<int>(v.value()));
+    else
+      return false;
   }
   return f->min_bytes >= 1 && f->min_bytes <= f->max_bytes;
 }
@@ -105,8 +112,8 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("# 8-byte latency (half round trip): median %.2f us, p10 %.2f us, p90 %.2f us over %d iterations\n",
                 rtt[rtt.size() / 2] / 2, rtt[rtt.size() / 10] / 2, rtt[rtt.size() * 9 / 10] / 2, f.lat_iters);
-    std::printf("# bandwidth: %s, window %d\n", f.bidir ? "both directions at once, GB/s per direction" : "rank 0 to rank 1",
-                f.window);
+    std::printf("# bandwidth: %s, window %d\n",
+                f.bidir ? "both directions at once, GB/s per direction" : "rank 0 to rank 1", f.window);
     std::printf("%12s %8s %12s %10s %8s\n", "size(B)", "msgs", "time(us)", "GB/s", "#wrong");
   }
 

@@ -85,7 +85,9 @@ class Backend {
   // message instead of mid-sweep. Called before Init as well (it must not need the
   // group), and again after it. The default accepts everything.
   virtual Status Supports(Collective coll, DataType dtype, ReduceOp op) const {
-    (void)coll; (void)dtype; (void)op;
+    (void)coll;
+    (void)dtype;
+    (void)op;
     return Status::Ok();
   }
 
@@ -95,8 +97,7 @@ class Backend {
   virtual Status AllGather(const void* send, void* recv, size_t count, DataType dtype);
   virtual Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   virtual Status AllToAll(const void* send, void* recv, size_t count, DataType dtype);
-  virtual Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count,
-                          DataType dtype);
+  virtual Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DataType dtype);
   virtual Status Gather(const void* send, void* recv, size_t count, DataType dtype, int root);
   virtual Status Scatter(const void* send, void* recv, size_t count, DataType dtype, int root);
   virtual Status Barrier() = 0;

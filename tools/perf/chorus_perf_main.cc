@@ -39,8 +39,8 @@ Result<BackendOptions> OptionsFromEnv(const PerfOptions& p, const EnvLookup& env
                            "sets them");
   }
   if (rank.value() >= world.value()) {
-    return InvalidArgument("RANK=" + std::to_string(rank.value()) + " is not below WORLD_SIZE=" +
-                           std::to_string(world.value()));
+    return InvalidArgument("RANK=" + std::to_string(rank.value()) +
+                           " is not below WORLD_SIZE=" + std::to_string(world.value()));
   }
   o.rank = static_cast<int>(rank.value());
   o.world_size = static_cast<int>(world.value());

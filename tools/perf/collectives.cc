@@ -8,9 +8,9 @@ namespace perf {
 
 const std::vector<Collective>& AllCollectives() {
   static const std::vector<Collective> all = {
-      Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,   Collective::kAllGather,
-      Collective::kReduceScatter, Collective::kAllToAll, Collective::kSendRecv, Collective::kBarrier,
-      Collective::kGather,    Collective::kScatter,
+      Collective::kAllReduce,     Collective::kBroadcast, Collective::kReduce,   Collective::kAllGather,
+      Collective::kReduceScatter, Collective::kAllToAll,  Collective::kSendRecv, Collective::kBarrier,
+      Collective::kGather,        Collective::kScatter,
   };
   return all;
 }
@@ -86,9 +86,7 @@ CollShape ShapeFor(Collective c, size_t requested_bytes, DataType dtype, int nra
     case Collective::kAllReduce:
     case Collective::kBroadcast:
     case Collective::kReduce:
-    case Collective::kSendRecv:
-      s.send_count = s.recv_count = s.param_count = total;
-      break;
+    case Collective::kSendRecv: s.send_count = s.recv_count = s.param_count = total; break;
     case Collective::kAllGather:
     case Collective::kGather:
       s.send_count = block;
@@ -107,8 +105,7 @@ CollShape ShapeFor(Collective c, size_t requested_bytes, DataType dtype, int nra
       s.send_count = s.recv_count = block * n;
       s.param_count = block;  // elements per peer
       break;
-    case Collective::kBarrier:
-      return s;  // no payload
+    case Collective::kBarrier: return s;  // no payload
   }
   s.bytes = std::max(s.send_count, s.recv_count) * elt;
   return s;

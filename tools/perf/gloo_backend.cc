@@ -129,11 +129,16 @@ class GlooBackend : public Backend {
                              std::to_string(o.rank) + ", WORLD_SIZE=" + std::to_string(o.world_size) + ")");
     }
     const std::string algo = o.algo.empty() ? "ring" : o.algo;
-    if (algo == "ring") algo_ = AllReduceAlgo::kRing;
-    else if (algo == "bcube") algo_ = AllReduceAlgo::kBcube;
-    else if (algo == "ring_chunked") algo_ = AllReduceAlgo::kRingChunked;
-    else if (algo == "halving_doubling") algo_ = AllReduceAlgo::kHalvingDoubling;
-    else if (algo == "ring_legacy") algo_ = AllReduceAlgo::kRingLegacy;
+    if (algo == "ring")
+      algo_ = AllReduceAlgo::kRing;
+    else if (algo == "bcube")
+      algo_ = AllReduceAlgo::kBcube;
+    else if (algo == "ring_chunked")
+      algo_ = AllReduceAlgo::kRingChunked;
+    else if (algo == "halving_doubling")
+      algo_ = AllReduceAlgo::kHalvingDoubling;
+    else if (algo == "ring_legacy")
+      algo_ = AllReduceAlgo::kRingLegacy;
     else {
       return InvalidArgument("gloo --algo '" + algo +
                              "' is not one of ring, bcube, ring_chunked, halving_doubling, ring_legacy");
@@ -161,8 +166,8 @@ class GlooBackend : public Backend {
       if (!o.store.empty()) {
         file_store_ = std::make_unique<gloo::rendezvous::FileStore>(o.store);
         // A per-run prefix keeps a reused directory from serving a previous run's keys.
-        prefix_store_ = std::make_unique<gloo::rendezvous::PrefixStore>(
-            "chorus_perf_" + std::to_string(o.master_port), *file_store_);
+        prefix_store_ = std::make_unique<gloo::rendezvous::PrefixStore>("chorus_perf_" + std::to_string(o.master_port),
+                                                                        *file_store_);
         context->connectFullMesh(*prefix_store_, device_);
       } else {
         if (o.master_addr.empty() || o.master_port <= 0) {
@@ -305,7 +310,7 @@ class GlooBackend : public Backend {
           std::vector<T*> ptrs = {work};
           std::vector<int> elems(size_, static_cast<int>(count));
           legacy_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(context_, ptrs, static_cast<int>(total),
-                                                                           elems, OldStyleFn<T>(op));
+                                                                            elems, OldStyleFn<T>(op));
           legacy_key_ = key;
         }
         legacy_->run();
@@ -331,8 +336,7 @@ class GlooBackend : public Backend {
     });
   }
 
-  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count,
-                  DataType dtype) override {
+  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DataType dtype) override {
     return Guard("sendrecv", [&] {
       const size_t bytes = count * DataTypeSize(dtype);
       const void* src = send;

@@ -21,7 +21,7 @@ class GlooStore : public ::gloo::rendezvous::Store {
  public:
   // Connects, retrying until `timeout` passes (rank 0 may start its server later).
   static Result<std::unique_ptr<GlooStore>> Connect(const std::string& host, int port,
-                                                     std::chrono::milliseconds timeout);
+                                                    std::chrono::milliseconds timeout);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;

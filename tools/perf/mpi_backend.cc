@@ -144,43 +144,40 @@ class MpiBackend : public Backend {
   Status AllToAll(const void* send, void* recv, size_t count, DataType dtype) override {
     MPI_Datatype t;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
-    return Check(MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, Count(count), t, recv, Count(count), t,
-                              MPI_COMM_WORLD),
-                 "MPI_Alltoall");
+    return Check(
+        MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, Count(count), t, recv, Count(count), t, MPI_COMM_WORLD),
+        "MPI_Alltoall");
   }
 
-  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count,
-                  DataType dtype) override {
+  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DataType dtype) override {
     MPI_Datatype t;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
     if (send == recv) {
-      return Check(MPI_Sendrecv_replace(recv, Count(count), t, send_peer, 0, recv_peer, 0, MPI_COMM_WORLD,
-                                        MPI_STATUS_IGNORE),
-                   "MPI_Sendrecv_replace");
+      return Check(
+          MPI_Sendrecv_replace(recv, Count(count), t, send_peer, 0, recv_peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv_replace");
     }
-    return Check(MPI_Sendrecv(send, Count(count), t, send_peer, 0, recv, Count(count), t, recv_peer, 0,
-                              MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    return Check(MPI_Sendrecv(send, Count(count), t, send_peer, 0, recv, Count(count), t, recv_peer, 0, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE),
                  "MPI_Sendrecv");
   }
 
   Status Gather(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     MPI_Datatype t;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
-    const bool in_place =
-        rank_ == root && send == static_cast<const char*>(recv) + root * count * DataTypeSize(dtype);
-    return Check(MPI_Gather(in_place ? MPI_IN_PLACE : send, Count(count), t, recv, Count(count), t, root,
-                            MPI_COMM_WORLD),
-                 "MPI_Gather");
+    const bool in_place = rank_ == root && send == static_cast<const char*>(recv) + root * count * DataTypeSize(dtype);
+    return Check(
+        MPI_Gather(in_place ? MPI_IN_PLACE : send, Count(count), t, recv, Count(count), t, root, MPI_COMM_WORLD),
+        "MPI_Gather");
   }
 
   Status Scatter(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     MPI_Datatype t;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
-    const bool in_place =
-        rank_ == root && recv == static_cast<const char*>(send) + root * count * DataTypeSize(dtype);
-    return Check(MPI_Scatter(send, Count(count), t, in_place ? MPI_IN_PLACE : recv, Count(count), t, root,
-                             MPI_COMM_WORLD),
-                 "MPI_Scatter");
+    const bool in_place = rank_ == root && recv == static_cast<const char*>(send) + root * count * DataTypeSize(dtype);
+    return Check(
+        MPI_Scatter(send, Count(count), t, in_place ? MPI_IN_PLACE : recv, Count(count), t, root, MPI_COMM_WORLD),
+        "MPI_Scatter");
   }
 
   Status Barrier() override { return Check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }

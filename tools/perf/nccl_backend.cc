@@ -33,7 +33,8 @@ class NcclBackend : public Backend {
     // After a fault on the device (sticky: the stream says so at once) NCCL's destroy
     // waits for streams that never finish: the process ends without it.
     if (Status st = cuda::Synchronize(stream_.get()); !st.ok()) {
-      std::fprintf(stderr, "chorus_perf: rank %d: NCCL communicator left undestroyed: %s\n", rank_, st.message().c_str());
+      std::fprintf(stderr, "chorus_perf: rank %d: NCCL communicator left undestroyed: %s\n", rank_,
+                   st.message().c_str());
       return;
     }
     Armed guard(*dog_, "ncclCommDestroy", timeout_);
@@ -135,11 +136,9 @@ class NcclBackend : public Backend {
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
     Armed guard(*dog_, "nccl ReduceScatter", timeout_);
     CHORUS_RETURN_IF_ERROR(OnDevice("ncclReduceScatter", send, recv));
-    return Run("ncclReduceScatter",
-               nccl_->ReduceScatter(send, recv, count, Type(dtype), Op(op), comm_, stream_.get()));
+    return Run("ncclReduceScatter", nccl_->ReduceScatter(send, recv, count, Type(dtype), Op(op), comm_, stream_.get()));
   }
-  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count,
-                  DataType dtype) override {
+  Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DataType dtype) override {
     Armed guard(*dog_, "nccl SendRecv", timeout_);
     CHORUS_RETURN_IF_ERROR(OnDevice("ncclSendRecv", send, recv));
     nccl_->GroupStart();
@@ -241,9 +240,9 @@ class NcclBackend : public Backend {
   Result<double> Scalar(double value, int op) {
     Armed guard(*dog_, "ncclAllReduce of one double", timeout_);
     CHORUS_RETURN_IF_ERROR(cuda::CopyToDevice(scratch_.get(), &value, sizeof(value)));
-    CHORUS_RETURN_IF_ERROR(nccl_->Check(
-        nccl_->AllReduce(scratch_.get(), scratch_.get(), 1, /*ncclFloat64*/ 8, op, comm_, stream_.get()),
-        "ncclAllReduce (double)"));
+    CHORUS_RETURN_IF_ERROR(
+        nccl_->Check(nccl_->AllReduce(scratch_.get(), scratch_.get(), 1, /*ncclFloat64*/ 8, op, comm_, stream_.get()),
+                     "ncclAllReduce (double)"));
     CHORUS_RETURN_IF_ERROR(cuda::Synchronize(stream_.get()));
     double out = 0;
     CHORUS_RETURN_IF_ERROR(cuda::CopyToHost(&out, scratch_.get(), sizeof(out)));
@@ -259,7 +258,7 @@ class NcclBackend : public Backend {
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
-  bool stream_order_ = false;  // BackendOptions::stream_order
+  bool stream_order_ = false;                                      // BackendOptions::stream_order
   std::pair<const void*, const void*> checked_{nullptr, nullptr};  // OnDevice's last pair
   // Every NCCL call and the stream wait after it (neither has a deadline of its own).
   std::chrono::milliseconds timeout_{std::chrono::seconds(120)};

@@ -76,7 +76,7 @@ NcclLib::~NcclLib() {
 Status NcclLib::Check(NcclResult r, const char* what) const {
   if (r == 0) return Status::Ok();
   return InternalError(std::string("NCCL ") + what + " failed: " + GetErrorString(r) + " (ncclResult " +
-                  std::to_string(r) + ")");
+                       std::to_string(r) + ")");
 }
 
 std::string NcclLib::version() const {

@@ -18,8 +18,8 @@ Result<int64_t> ParseInt(const std::string& flag, const std::string& text, int64
     return InvalidArgument(flag + " expects an integer, got '" + text + "'");
   }
   if (v < min || v > max) {
-    return InvalidArgument(flag + "=" + text + " is out of range [" + std::to_string(min) + ", " +
-                           std::to_string(max) + "]");
+    return InvalidArgument(flag + "=" + text + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) +
+                           "]");
   }
   return static_cast<int64_t>(v);
 }
@@ -27,9 +27,9 @@ Result<int64_t> ParseInt(const std::string& flag, const std::string& text, int64
 // Canonical long names; the short ones map onto them.
 const std::map<std::string, std::string>& ShortFlags() {
   static const std::map<std::string, std::string> m = {
-      {"-b", "--minbytes"},   {"-e", "--maxbytes"}, {"-f", "--stepfactor"}, {"-i", "--stepbytes"},
-      {"-n", "--iters"},      {"-w", "--warmup_iters"}, {"-c", "--check"}, {"-d", "--datatype"},
-      {"-o", "--op"},         {"-r", "--root"},     {"-h", "--help"},
+      {"-b", "--minbytes"}, {"-e", "--maxbytes"},     {"-f", "--stepfactor"}, {"-i", "--stepbytes"},
+      {"-n", "--iters"},    {"-w", "--warmup_iters"}, {"-c", "--check"},      {"-d", "--datatype"},
+      {"-o", "--op"},       {"-r", "--root"},         {"-h", "--help"},
   };
   return m;
 }

@@ -30,11 +30,11 @@ struct PerfOptions {
   std::string csv_path;
   std::string json_path;
   bool progress = false;
-  std::string store;     // gloo rendezvous: empty = TCP store at MASTER_ADDR:MASTER_PORT, else a directory
-  int timeout_s = 120;   // per-operation timeout for backends that support one
-  bool device = false;   // buffers in CUDA device memory (implied by --backend nccl)
-  bool blocking = false; // --blocking: with --device, wait for every call (default: stream order, one wait a loop)
-  std::string nccl_lib;  // --nccl-lib: NCCL to dlopen (default CHORUS_PERF_NCCL_LIB, else libnccl.so.2)
+  std::string store;      // gloo rendezvous: empty = TCP store at MASTER_ADDR:MASTER_PORT, else a directory
+  int timeout_s = 120;    // per-operation timeout for backends that support one
+  bool device = false;    // buffers in CUDA device memory (implied by --backend nccl)
+  bool blocking = false;  // --blocking: with --device, wait for every call (default: stream order, one wait a loop)
+  std::string nccl_lib;   // --nccl-lib: NCCL to dlopen (default CHORUS_PERF_NCCL_LIB, else libnccl.so.2)
   bool help = false;
 };
 

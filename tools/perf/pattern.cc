@@ -35,9 +35,7 @@ struct Plain {
 };
 struct Half {
   static double Load(const void* b, size_t i) { return HalfToFloat(static_cast<const uint16_t*>(b)[i]); }
-  static void Store(void* b, size_t i, double v) {
-    static_cast<uint16_t*>(b)[i] = FloatToHalf(static_cast<float>(v));
-  }
+  static void Store(void* b, size_t i, double v) { static_cast<uint16_t*>(b)[i] = FloatToHalf(static_cast<float>(v)); }
 };
 struct BHalf {
   static double Load(const void* b, size_t i) { return BFloat16ToFloat(static_cast<const uint16_t*>(b)[i]); }
@@ -85,9 +83,7 @@ double InputValue(Collective coll, ReduceOp op, int rank, size_t index) {
 bool ExpectedValue(Collective coll, ReduceOp op, int rank, int nranks, int root, size_t count, size_t index,
                    double* value) {
   switch (coll) {
-    case Collective::kAllReduce:
-      *value = ReduceAcross(coll, op, nranks, index);
-      return true;
+    case Collective::kAllReduce: *value = ReduceAcross(coll, op, nranks, index); return true;
     case Collective::kReduce:
       if (rank != root) return false;
       *value = ReduceAcross(coll, op, nranks, index);
@@ -95,12 +91,8 @@ bool ExpectedValue(Collective coll, ReduceOp op, int rank, int nranks, int root,
     case Collective::kReduceScatter:
       *value = ReduceAcross(coll, op, nranks, static_cast<size_t>(rank) * count + index);
       return true;
-    case Collective::kBroadcast:
-      *value = InputValue(coll, op, root, index);
-      return true;
-    case Collective::kSendRecv:
-      *value = InputValue(coll, op, (rank - 1 + nranks) % nranks, index);
-      return true;
+    case Collective::kBroadcast: *value = InputValue(coll, op, root, index); return true;
+    case Collective::kSendRecv: *value = InputValue(coll, op, (rank - 1 + nranks) % nranks, index); return true;
     case Collective::kGather:
       if (rank != root) return false;
       [[fallthrough]];
@@ -108,8 +100,7 @@ bool ExpectedValue(Collective coll, ReduceOp op, int rank, int nranks, int root,
       *value = InputValue(coll, op, static_cast<int>(index / count), index % count);
       return true;
     case Collective::kAllToAll:
-      *value = InputValue(coll, op, static_cast<int>(index / count),
-                          static_cast<size_t>(rank) * count + index % count);
+      *value = InputValue(coll, op, static_cast<int>(index / count), static_cast<size_t>(rank) * count + index % count);
       return true;
     case Collective::kScatter:
       *value = InputValue(coll, op, root, static_cast<size_t>(rank) * count + index);
@@ -130,8 +121,8 @@ void ClearBuffer(DataType dtype, size_t n, void* buf) {
   std::memset(buf, 0, n * DataTypeSize(dtype));  // 0 is +0 in every dtype here
 }
 
-int64_t CountWrong(Collective coll, DataType dtype, ReduceOp op, int rank, int nranks, int root,
-                   const CollShape& shape, const void* recv) {
+int64_t CountWrong(Collective coll, DataType dtype, ReduceOp op, int rank, int nranks, int root, const CollShape& shape,
+                   const void* recv) {
   return WithAccess(dtype, [&](auto access) {
     int64_t wrong = 0;
     double want = 0;
@@ -161,7 +152,7 @@ uint16_t FloatToHalf(float f) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflows to inf
-  if (abs < 0x38800000u) {  // subnormal half (or zero)
+  if (abs < 0x38800000u) {                                               // subnormal half (or zero)
     // Scale into the subnormal range with float arithmetic, which rounds to nearest even.
     float a;
     std::memcpy(&a, &abs, 4);
@@ -193,7 +184,7 @@ uint16_t FloatToBFloat16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even
+  x += 0x7fffu + ((x >> 16) & 1u);                                                       // round to nearest even
   return static_cast<uint16_t>(x >> 16);
 }
 

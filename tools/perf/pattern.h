@@ -22,16 +22,16 @@ double InputValue(Collective coll, ReduceOp op, int rank, size_t index);
 
 // The value expected at element `index` of the receive buffer on `rank`; false when that
 // element is not significant there (reduce and gather on a non-root rank, barrier).
-bool ExpectedValue(Collective coll, ReduceOp op, int rank, int nranks, int root, size_t count,
-                   size_t index, double* value);
+bool ExpectedValue(Collective coll, ReduceOp op, int rank, int nranks, int root, size_t count, size_t index,
+                   double* value);
 
 // Writes the pattern into `send` (shape.send_count elements of dtype).
 void FillInput(Collective coll, DataType dtype, ReduceOp op, int rank, size_t send_count, void* send);
 // Sets `n` elements of dtype to zero.
 void ClearBuffer(DataType dtype, size_t n, void* buf);
 // Number of wrong elements among shape.recv_count received ones on `rank`.
-int64_t CountWrong(Collective coll, DataType dtype, ReduceOp op, int rank, int nranks, int root,
-                   const CollShape& shape, const void* recv);
+int64_t CountWrong(Collective coll, DataType dtype, ReduceOp op, int rank, int nranks, int root, const CollShape& shape,
+                   const void* recv);
 
 // Element access in any dtype through double (exact for the small integers used here).
 double LoadElement(DataType dtype, const void* buf, size_t i);

@@ -47,8 +47,8 @@ std::string JsonEscape(const std::string& s) {
 std::string JsonMode(const ModeResult& r) {
   if (!r.ran) return "null";
   std::string wrong = r.checked ? std::to_string(r.wrong) : "null";
-  return Printf("{\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": ", r.time_us, r.algbw,
-                r.busbw) + wrong + "}";
+  return Printf("{\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": ", r.time_us, r.algbw, r.busbw) +
+         wrong + "}";
 }
 
 std::string CsvMode(const ModeResult& r) {
@@ -101,16 +101,16 @@ std::string FormatHeader(const RunInfo& info) {
 std::string FormatColumnHeader() {
   std::string s;
   s += Printf("# %10s  %12s  %8s  %6s  %6s  %32s  %32s\n", "", "", "", "", "", "out-of-place", "in-place");
-  s += Printf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s\n", "size", "count", "type",
-              "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  s += Printf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s\n", "(B)", "(elements)", "",
-              "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  s += Printf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+              "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  s += Printf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+              "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   return s;
 }
 
 std::string FormatLine(const Line& l) {
-  return Printf("  %10lld  %12lld  %8s  %6s  %6d  ", static_cast<long long>(l.bytes),
-                static_cast<long long>(l.count), l.type.c_str(), l.redop.c_str(), l.root) +
+  return Printf("  %10lld  %12lld  %8s  %6s  %6d  ", static_cast<long long>(l.bytes), static_cast<long long>(l.count),
+                l.type.c_str(), l.redop.c_str(), l.root) +
          FormatMode(l.out_of_place) + "  " + FormatMode(l.in_place) + "\n";
 }
 
@@ -145,7 +145,8 @@ std::string CsvHeader() {
 std::string CsvRow(const RunInfo& info, const Line& l) {
   // The algo field may describe the variant in words: keep commas out of the CSV.
   std::string algo = info.algo;
-  for (char& c : algo) if (c == ',') c = ';';
+  for (char& c : algo)
+    if (c == ',') c = ';';
   return info.backend + "," + algo + "," + CollectiveName(info.coll) + "," + std::to_string(info.nranks) + "," +
          std::to_string(l.bytes) + "," + std::to_string(l.count) + "," + l.type + "," + l.redop + "," +
          std::to_string(l.root) + "," + CsvMode(l.out_of_place) + "," + CsvMode(l.in_place) + "\n";

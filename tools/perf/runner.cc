@@ -36,8 +36,12 @@ struct Buffer {
     dev = std::move(d.value());
     return Status::Ok();
   }
-  Status Upload() { return bytes.empty() ? Status::Ok() : kernels::cuda::CopyToDevice(dev.get(), bytes.data(), bytes.size()); }
-  Status Download() { return bytes.empty() ? Status::Ok() : kernels::cuda::CopyToHost(bytes.data(), dev.get(), bytes.size()); }
+  Status Upload() {
+    return bytes.empty() ? Status::Ok() : kernels::cuda::CopyToDevice(dev.get(), bytes.data(), bytes.size());
+  }
+  Status Download() {
+    return bytes.empty() ? Status::Ok() : kernels::cuda::CopyToHost(bytes.data(), dev.get(), bytes.size());
+  }
 };
 
 // Host names of all ranks, gathered through the backend itself (a uint8 all_gather of
@@ -53,10 +57,10 @@ std::vector<std::string> GatherHosts(Backend& b) {
   Buffer mine, all;
   if (!mine.Resize(kLen, device).ok() || !all.Resize(kLen * b.size(), device).ok()) return hosts;
   std::memcpy(mine.bytes.data(), name, kLen);
-  const bool ok =
-      device ? mine.Upload().ok() && b.AllGather(mine.dev.get(), all.dev.get(), kLen, DataType::kUint8).ok() &&
-                   b.Flush().ok() && all.Download().ok()
-             : b.AllGather(mine.data(), all.data(), kLen, DataType::kUint8).ok();
+  const bool ok = device
+                      ? mine.Upload().ok() && b.AllGather(mine.dev.get(), all.dev.get(), kLen, DataType::kUint8).ok() &&
+                            b.Flush().ok() && all.Download().ok()
+                      : b.AllGather(mine.data(), all.data(), kLen, DataType::kUint8).ok();
   if (!ok) return hosts;
   hosts.clear();
   for (int r = 0; r < b.size(); ++r) {
@@ -82,10 +86,9 @@ Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in
   void* recv = nullptr;
   std::tie(send, recv) = place(send_buf.data(), recv_buf.data());
   CallArgs args;
-  std::tie(args.send, args.recv) =
-      o.device ? place(send_buf.bytes.empty() ? nullptr : send_buf.dev.get(),
-                       recv_buf.bytes.empty() ? nullptr : recv_buf.dev.get())
-               : std::pair<void*, void*>(send, recv);
+  std::tie(args.send, args.recv) = o.device ? place(send_buf.bytes.empty() ? nullptr : send_buf.dev.get(),
+                                                    recv_buf.bytes.empty() ? nullptr : recv_buf.dev.get())
+                                            : std::pair<void*, void*>(send, recv);
   args.count = shape.param_count;
   args.dtype = o.dtype;
   args.op = o.op;
@@ -93,8 +96,10 @@ Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in
 
   auto fill = [&]() -> Status {
     if (o.coll == Collective::kBarrier) return Status::Ok();
-    if (in_place) ClearBuffer(o.dtype, std::max(shape.send_count, shape.recv_count), recv_buf.data());
-    else ClearBuffer(o.dtype, shape.recv_count, recv);
+    if (in_place)
+      ClearBuffer(o.dtype, std::max(shape.send_count, shape.recv_count), recv_buf.data());
+    else
+      ClearBuffer(o.dtype, shape.recv_count, recv);
     FillInput(o.coll, o.dtype, o.op, rank, shape.send_count, send);
     if (!o.device) return Status::Ok();
     CHORUS_RETURN_IF_ERROR(send_buf.Upload());
@@ -146,7 +151,8 @@ Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& 
   const int n = b.size();
   const bool printer = b.rank() == 0;
   if (HasRoot(o.coll) && o.root >= n) {
-    return InvalidArgument("--root " + std::to_string(o.root) + " is not a rank (world size " + std::to_string(n) + ")");
+    return InvalidArgument("--root " + std::to_string(o.root) + " is not a rank (world size " + std::to_string(n) +
+                           ")");
   }
   CHORUS_RETURN_IF_ERROR(b.Supports(o.coll, o.dtype, o.op));
 
@@ -187,13 +193,13 @@ Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& 
     line.type = NcclTypeName(o.dtype);
     line.redop = HasReduceOp(o.coll) ? ReduceOpName(o.op) : "none";
     line.root = HasRoot(o.coll) ? o.root : -1;
-    CHORUS_RETURN_IF_ERROR(RunMode(b, o, shape, false, send_buf, recv_buf, &line.out_of_place)
-                               .WithContext(std::string(CollectiveName(o.coll)) + " out-of-place " +
-                                            std::to_string(shape.bytes) + " B"));
+    CHORUS_RETURN_IF_ERROR(
+        RunMode(b, o, shape, false, send_buf, recv_buf, &line.out_of_place)
+            .WithContext(std::string(CollectiveName(o.coll)) + " out-of-place " + std::to_string(shape.bytes) + " B"));
     if (o.coll != Collective::kBarrier) {
-      CHORUS_RETURN_IF_ERROR(RunMode(b, o, shape, true, send_buf, recv_buf, &line.in_place)
-                                 .WithContext(std::string(CollectiveName(o.coll)) + " in-place " +
-                                              std::to_string(shape.bytes) + " B"));
+      CHORUS_RETURN_IF_ERROR(
+          RunMode(b, o, shape, true, send_buf, recv_buf, &line.in_place)
+              .WithContext(std::string(CollectiveName(o.coll)) + " in-place " + std::to_string(shape.bytes) + " B"));
     }
     summary.total_wrong += line.out_of_place.wrong + line.in_place.wrong;
     if (printer) {

@@ -17,10 +17,10 @@ PYBIND11_MODULE(_C, m) {
   // first by torch_chorus/__init__.py).
   py::class_<torch_chorus::ProcessGroupChorus, torch_chorus::BackendBase,
              c10::intrusive_ptr<torch_chorus::ProcessGroupChorus>>(m, "ProcessGroupChorus")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<torch_chorus::ProcessGroupChorus>(store, rank, size, timeout);
-           }),
+      .def(py::init(
+               [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+                 return c10::make_intrusive<torch_chorus::ProcessGroupChorus>(store, rank, size, timeout);
+               }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
       .def("describe", &torch_chorus::ProcessGroupChorus::Describe);

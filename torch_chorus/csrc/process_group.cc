@@ -133,7 +133,9 @@ Reduction ReducedAs(const at::Tensor& t, RedOp op, const char* name) {
   }
 }
 
-bool IsBitwise(RedOp op) { return op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR; }
+bool IsBitwise(RedOp op) {
+  return op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
+}
 
 void CheckTensor(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.layout() == c10::kStrided, "chorus: ", name, " does not support ", t.layout(),
@@ -221,9 +223,9 @@ bool ChorusWork::Settle(std::chrono::milliseconds timeout, bool give_up) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   chorus::Status failed;
   for (chorus::Work& w : works_) {
-    const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   deadline - std::chrono::steady_clock::now()),
-                               std::chrono::milliseconds(0));
+    const auto left =
+        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+                 std::chrono::milliseconds(0));
     chorus::Status st = w.Wait(left);
     if (st.code() == chorus::StatusCode::kTimeout && !w.Test()) {
       if (!give_up) return false;
@@ -331,8 +333,8 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
   config.connect_timeout_ms = std::min<int64_t>(config.connect_timeout_ms, timeout.count());
   options.config = config;
   chorus::Result<std::unique_ptr<chorus::Communicator>> comm = chorus::Communicator::Create(options);
-  TORCH_CHECK(comm.ok(), "chorus: creating the process group on rank ", rank, " of ", size, " failed: ",
-              comm.status().ToString());
+  TORCH_CHECK(comm.ok(), "chorus: creating the process group on rank ", rank, " of ", size,
+              " failed: ", comm.status().ToString());
   comm_ = std::move(comm.value());
   marker_ = std::make_shared<FutureMarker>(timeout_);
 }
@@ -453,8 +455,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& o
                                                                    const c10d::AllgatherOptions&) {
   CheckTensor(input, "_allgather_base");
   CheckTensor(output, "_allgather_base");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: _allgather_base: output is ",
-              output.scalar_type(), ", input ", input.scalar_type());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: _allgather_base: output is ", output.scalar_type(),
+              ", input ", input.scalar_type());
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "chorus: _allgather_base: output has ", output.numel(),
               " elements, needs ", input.numel() * getSize(), " (input ", input.numel(), " x ", getSize(), " ranks)");
   at::Tensor in = Dense(input);
@@ -488,8 +490,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(std::vect
   std::vector<at::Tensor> all;
   for (const auto& list : outs) all.insert(all.end(), list.begin(), list.end());
   return MakeWork(c10d::OpType::ALLGATHER_COALESCED, OpName("all_gather_coalesced", flat_in), {w}, all,
-                  {flat_in, flat_out},
-                  [flat_out, outs, n = flat_in.numel()]() mutable {
+                  {flat_in, flat_out}, [flat_out, outs, n = flat_in.numel()]() mutable {
                     for (size_t r = 0; r < outs.size(); ++r) Unpack(flat_out, outs[r], static_cast<int64_t>(r) * n);
                   });
 }
@@ -513,8 +514,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vecto
     outs = outputs[0];
     finish = [flat, outs]() mutable { Unpack(flat, outs); };
   } else {
-    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
-                "chorus: gather: only the root (rank ", root, ") takes output tensors");
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "chorus: gather: only the root (rank ",
+                root, ") takes output tensors");
   }
   chorus::Work w = comm_->IGather(Ptr(in), flat.defined() ? Ptr(flat) : nullptr, e.count, e.dtype, root);
   return MakeWork(c10d::OpType::GATHER, OpName("gather", in), {w}, outs, {in, flat}, std::move(finish));
@@ -535,8 +536,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tenso
     CheckLike(inputs[0], out, "scatter", "input");
     flat = Packed(inputs[0]);
   } else {
-    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
-                "chorus: scatter: only the root (rank ", root, ") takes input tensors");
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "chorus: scatter: only the root (rank ",
+                root, ") takes input tensors");
   }
   const Elements e = MovedAs(out);
   chorus::Work w = comm_->IScatter(flat.defined() ? Ptr(flat) : nullptr, Ptr(out), e.count, e.dtype, root);
@@ -574,8 +575,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(at::Tens
   at::Tensor in = Dense(input);
   at::Tensor out = Dense(output);
   chorus::Work w = comm_->IReduceScatter(Ptr(in), Ptr(out), out.numel(), r.dtype, r.op);
-  return MakeWork(c10d::OpType::_REDUCE_SCATTER_BASE, OpName("_reduce_scatter_base", output), {w}, {output},
-                  {in, out}, CopyBack(output, out));
+  return MakeWork(c10d::OpType::_REDUCE_SCATTER_BASE, OpName("_reduce_scatter_base", output), {w}, {output}, {in, out},
+                  CopyBack(output, out));
 }
 
 std::vector<chorus::Work> ProcessGroupChorus::AllToAllV(const std::vector<const void*>& send,
@@ -611,9 +612,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
   at::Tensor in = Dense(input);
   at::Tensor out = Dense(output);
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
-    TORCH_CHECK(in.numel() == out.numel() && in.numel() % n == 0, "chorus: all_to_all_single: input (",
-                in.numel(), " elements) and output (", out.numel(), ") must be equal and divisible by ", n,
-                " ranks");
+    TORCH_CHECK(in.numel() == out.numel() && in.numel() % n == 0, "chorus: all_to_all_single: input (", in.numel(),
+                " elements) and output (", out.numel(), ") must be equal and divisible by ", n, " ranks");
     const Elements e = MovedAs(in);
     chorus::Work w = comm_->IAllToAll(Ptr(in), Ptr(out), e.count / n, e.dtype);
     return MakeWork(c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), {w}, {output}, {in, out},
@@ -654,8 +654,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
     recv[p] = static_cast<char*>(out.data_ptr()) + out_off[p];
   }
   std::vector<chorus::Work> works = AllToAllV(send, in_bytes, recv, out_bytes);
-  return MakeWork(c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), std::move(works), {output},
-                  {in, out}, CopyBack(output, out));
+  return MakeWork(c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), std::move(works), {output}, {in, out},
+                  CopyBack(output, out));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,

@@ -90,7 +90,8 @@ Result<std::unique_ptr<Device>> Device::Open(const Verbs* verbs, const DeviceOpt
   }
   verbs->free_device_list(list);
   if (d->context_ == nullptr) {
-    if (!want_dev.empty() && tried.empty()) return Unavailable("CHORUS_IB_HCA=" + opts.hca + ": no verbs device named '" + want_dev + "'");
+    if (!want_dev.empty() && tried.empty())
+      return Unavailable("CHORUS_IB_HCA=" + opts.hca + ": no verbs device named '" + want_dev + "'");
     return Status(last.code(), "no usable verbs device (tried " + tried + "): " + last.message());
   }
   d->pd_ = verbs->alloc_pd(d->context_);

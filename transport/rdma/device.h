@@ -14,9 +14,9 @@
 namespace chorus::transport::rdma {
 
 struct DeviceOptions {
-  std::string hca;          // "" (auto), "rxe0" or "rxe0:1"
-  int gid_index = -1;       // -1: automatic
-  std::string local_ip;     // the address this rank uses to reach its peers (GID choice)
+  std::string hca;       // "" (auto), "rxe0" or "rxe0:1"
+  int gid_index = -1;    // -1: automatic
+  std::string local_ip;  // the address this rank uses to reach its peers (GID choice)
 };
 
 class Device {

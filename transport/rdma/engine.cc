@@ -60,7 +60,8 @@ Status Engine::Init() {
   channel_ = v.create_comp_channel(dev_->context());
   if (channel_ == nullptr) return IoError("ibv_create_comp_channel on " + dev_->name(), errno);
   const int flags = fcntl(channel_->fd, F_GETFL);
-  if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) return IoError("fcntl(completion channel)", errno);
+  if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return IoError("fcntl(completion channel)", errno);
   const int cqe = std::max(16, (size_ - 1) * static_cast<int>(opts_.slots + opts_.send_wr) + 16);
   cq_ = v.create_cq(dev_->context(), cqe, nullptr, channel_, 0);
   if (cq_ == nullptr) return IoError("ibv_create_cq(" + std::to_string(cqe) + ") on " + dev_->name(), errno);
@@ -119,7 +120,8 @@ Status Engine::Start(Deadline deadline) {
   }
   thread_ = std::thread(&Engine::Loop, this);
   std::unique_lock<std::mutex> lock(start_mu_);
-  const bool done = start_cv_.wait_until(lock, deadline.at(), [this] { return hellos_ == size_ - 1 || !start_error_.ok(); });
+  const bool done =
+      start_cv_.wait_until(lock, deadline.at(), [this] { return hellos_ == size_ - 1 || !start_error_.ok(); });
   if (!start_error_.ok()) return start_error_;
   if (done) return Status::Ok();
   std::string missing;
@@ -183,7 +185,8 @@ void Engine::Loop() {
     if (aborting_ && ProgressAbort()) break;
     if (got > 0) continue;
     int timeout = deadlines_.NextTimeoutMs();
-    if (active_ > 0) timeout = timeout < 0 ? static_cast<int>(opts_.keepalive_ms) : std::min<int>(timeout, opts_.keepalive_ms);
+    if (active_ > 0)
+      timeout = timeout < 0 ? static_cast<int>(opts_.keepalive_ms) : std::min<int>(timeout, opts_.keepalive_ms);
     if (aborting_) timeout = 10;
     WaitForCq(timeout);
   }
@@ -429,10 +432,11 @@ void Engine::Refuse(int p, const InMsg& m, const Status& why) {
 void Engine::OnCts(int p, const CtrlHeader& h) {
   Peer& peer = peers_[p];
   auto it = peer.sends.find(static_cast<uint32_t>(h.id));
-  if (it == peer.sends.end()) return FailPeer(p, ProtocolError(PeerDesc(p) + " sent a CTS for unknown send " + std::to_string(h.id)));
+  if (it == peer.sends.end())
+    return FailPeer(p, ProtocolError(PeerDesc(p) + " sent a CTS for unknown send " + std::to_string(h.id)));
   LargeSend& s = it->second;
-  Result<RegistrationCache::Entry*> mr = cache_.Acquire(s.req->buf(), s.req->bytes(), TagGroup(s.req->tag()),
-                                                        IsCollectiveTag(s.req->tag()));
+  Result<RegistrationCache::Entry*> mr =
+      cache_.Acquire(s.req->buf(), s.req->bytes(), TagGroup(s.req->tag()), IsCollectiveTag(s.req->tag()));
   if (!mr.ok()) {
     Status why = mr.status().WithContext("rank " + std::to_string(rank_) + ": " + s.req->Describe());
     Finish(s.req, why);
@@ -460,8 +464,9 @@ void Engine::OnControl(int p, const CtrlHeader& h, const char* payload) {
     case CtrlType::kHello: {
       if (h.seq != opts_.comm_id || h.len != static_cast<uint64_t>(size_) || h.id != static_cast<uint64_t>(p)) {
         char ids[128];
-        std::snprintf(ids, sizeof(ids), "%llx (size %llu), expected %llx (size %d)", static_cast<unsigned long long>(h.seq),
-                      static_cast<unsigned long long>(h.len), static_cast<unsigned long long>(opts_.comm_id), size_);
+        std::snprintf(ids, sizeof(ids), "%llx (size %llu), expected %llx (size %d)",
+                      static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(h.len),
+                      static_cast<unsigned long long>(opts_.comm_id), size_);
         Status st = MismatchError("rank " + std::to_string(rank_) + ": the queue pair of " + PeerDesc(p) +
                                   " reached rank " + std::to_string(h.id) + " of communicator " + ids);
         {
@@ -481,17 +486,18 @@ void Engine::OnControl(int p, const CtrlHeader& h, const char* payload) {
     case CtrlType::kEager:
     case CtrlType::kRts:
       if (h.type == static_cast<uint16_t>(CtrlType::kEager) && h.len > opts_.eager_bytes) {
-        return FailPeer(p, ProtocolError(PeerDesc(p) + " sent an eager message of " + std::to_string(h.len) + " bytes"));
+        return FailPeer(p,
+                        ProtocolError(PeerDesc(p) + " sent an eager message of " + std::to_string(h.len) + " bytes"));
       }
       return OnAnnounce(p, h, payload);
-    case CtrlType::kCts:
-      return OnCts(p, h);
+    case CtrlType::kCts: return OnCts(p, h);
     case CtrlType::kNack: {
       auto it = peer.sends.find(static_cast<uint32_t>(h.id));
       if (it == peer.sends.end()) return;
       BasicRequestPtr req = it->second.req;
       peer.sends.erase(it);
-      const auto code = h.len == static_cast<uint64_t>(StatusCode::kMismatch) ? StatusCode::kMismatch : StatusCode::kPeerFailed;
+      const auto code =
+          h.len == static_cast<uint64_t>(StatusCode::kMismatch) ? StatusCode::kMismatch : StatusCode::kPeerFailed;
       return Finish(req, Status(code, "rank " + std::to_string(rank_) + ": " + req->Describe() + " refused by " +
                                           PeerDesc(p) + ": " + text));
     }
@@ -509,12 +515,9 @@ void Engine::OnControl(int p, const CtrlHeader& h, const char* payload) {
       return Queue(p, std::move(op), /*urgent=*/true);
     }
     case CtrlType::kCredit:
-    case CtrlType::kPong:
-      return;
+    case CtrlType::kPong: return;
     case CtrlType::kPause:
-    case CtrlType::kResume:
-      peer.paused = h.type == static_cast<uint16_t>(CtrlType::kPause);
-      return;
+    case CtrlType::kResume: peer.paused = h.type == static_cast<uint16_t>(CtrlType::kPause); return;
     case CtrlType::kAbort: {
       Status st = PeerFailed("rank " + std::to_string(p) + (peer.host.empty() ? "" : " (host " + peer.host + ")") +
                              " aborted: " + text);
@@ -735,7 +738,8 @@ void Engine::Keepalive() {
     if (peer.last_ping > peer.last_heard) {  // a probe is out
       if (now - peer.last_ping < std::chrono::milliseconds(opts_.peer_timeout_ms)) continue;
       FailPeer(p, PeerFailed("rank " + std::to_string(rank_) + ": " + PeerDesc(p) + " did not answer for " +
-                             std::to_string(opts_.peer_timeout_ms) + " ms while requests wait for it (process or host gone?)"));
+                             std::to_string(opts_.peer_timeout_ms) +
+                             " ms while requests wait for it (process or host gone?)"));
       continue;
     }
     peer.last_ping = now;

@@ -35,13 +35,13 @@ struct EngineOptions {
   int rank = 0;
   int size = 1;
   uint64_t comm_id = 0;
-  int64_t timeout_ms = 30 * 60 * 1000;  // per request
-  uint32_t eager_bytes = 8192;          // messages up to this size travel inside a control message
-  uint32_t slots = 64;                  // receive slots (credits) per peer
-  uint32_t send_wr = 128;               // send queue depth per peer
-  int64_t keepalive_ms = 1000;          // probe a peer we wait for after this much silence
-  int64_t peer_timeout_ms = 10000;      // and declare it gone after this much more
-  int64_t poll_us = 0;                  // poll the completion queue this long before sleeping
+  int64_t timeout_ms = 30 * 60 * 1000;          // per request
+  uint32_t eager_bytes = 8192;                  // messages up to this size travel inside a control message
+  uint32_t slots = 64;                          // receive slots (credits) per peer
+  uint32_t send_wr = 128;                       // send queue depth per peer
+  int64_t keepalive_ms = 1000;                  // probe a peer we wait for after this much silence
+  int64_t peer_timeout_ms = 10000;              // and declare it gone after this much more
+  int64_t poll_us = 0;                          // poll the completion queue this long before sleeping
   uint64_t pause_above = kDefaultPauseAbove;    // early EAGER bytes held from a peer before it is told to PAUSE
   uint64_t resume_below = kDefaultResumeBelow;  // and RESUME
 };
@@ -85,9 +85,9 @@ class Engine {
   // A control message to post on a peer's queue pair, in order.
   struct OutOp {
     CtrlHeader h;
-    std::string text;                // NACK/ABORT/DATA_ERROR payload
-    const char* data = nullptr;      // EAGER payload (the user's buffer)
-    BasicRequestPtr eager;           // an EAGER send: complete once copied
+    std::string text;            // NACK/ABORT/DATA_ERROR payload
+    const char* data = nullptr;  // EAGER payload (the user's buffer)
+    BasicRequestPtr eager;       // an EAGER send: complete once copied
   };
   struct LargeSend {
     BasicRequestPtr req;
@@ -109,7 +109,7 @@ class Engine {
     uint32_t owed = 0;     // our re-posted slots the peer does not know about yet
     uint32_t sq_used = 0;  // our send work requests in flight
     uint32_t rq_posted = 0;
-    int pending = 0;       // our unfinished requests with this peer
+    int pending = 0;  // our unfinished requests with this peer
     bool abort_sent = false;
     bool credit_queued = false;
     EarlyHold held;       // its early EAGER messages we keep, and whether we said PAUSE

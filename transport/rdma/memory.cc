@@ -19,7 +19,7 @@ Result<std::unique_ptr<MemoryRegion>> MemoryRegion::Register(const Device& dev, 
 MemoryRegion::~MemoryRegion() { dev_.verbs().dereg_mr(mr_); }
 
 Result<RegistrationCache::Entry*> RegistrationCache::Acquire(const void* addr, size_t len, uint64_t group,
-                                                            bool cacheable) {
+                                                             bool cacheable) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(addr), e = b + len;
   if (cacheable) {
     for (Entry& x : entries_) {
@@ -32,9 +32,8 @@ Result<RegistrationCache::Entry*> RegistrationCache::Acquire(const void* addr, s
   // Whole pages: neighbouring chunks of one buffer then often share a registration.
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t pb = b & ~(page - 1), pe = (e + page - 1) & ~(page - 1);
-  Result<std::unique_ptr<MemoryRegion>> mr =
-      MemoryRegion::Register(dev_, reinterpret_cast<void*>(pb), pe - pb,
-                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  Result<std::unique_ptr<MemoryRegion>> mr = MemoryRegion::Register(dev_, reinterpret_cast<void*>(pb), pe - pb,
+                                                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr.ok()) return mr.status();
   Entry& x = entries_.emplace_back();
   x.begin = pb;

@@ -18,7 +18,7 @@ constexpr uint8_t kRnrRetry = 6;
 }  // namespace
 
 Result<std::unique_ptr<QueuePair>> QueuePair::Create(const Device& dev, ibv_cq* cq, const QpCaps& caps,
-                                                    const std::string& peer_desc) {
+                                                     const std::string& peer_desc) {
   std::unique_ptr<QueuePair> q(new QueuePair(dev, peer_desc));
   ibv_qp_init_attr init{};
   init.send_cq = cq;
@@ -37,8 +37,7 @@ Result<std::unique_ptr<QueuePair>> QueuePair::Create(const Device& dev, ibv_cq* 
   a.pkey_index = 0;
   a.port_num = dev.port();
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  CHORUS_RETURN_IF_ERROR(
-      q->Modify(&a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT"));
+  CHORUS_RETURN_IF_ERROR(q->Modify(&a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT"));
   return q;
 }
 
@@ -91,10 +90,9 @@ Status QueuePair::Connect(const QpAddress& remote) {
   s.rnr_retry = kRnrRetry;
   s.sq_psn = psn_;
   s.max_rd_atomic = 1;
-  return Modify(&s,
-                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                    IBV_QP_MAX_QP_RD_ATOMIC,
-                "RTS");
+  return Modify(
+      &s, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+      "RTS");
 }
 
 void QueuePair::ToError() {

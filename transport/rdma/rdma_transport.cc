@@ -61,7 +61,7 @@ RdmaTransport::RdmaTransport(int rank, int size) : rank_(rank), size_(size) {}
 RdmaTransport::~RdmaTransport() = default;
 
 Result<std::unique_ptr<RdmaTransport>> RdmaTransport::Open(int rank, int size, uint64_t comm_id,
-                                                          const RdmaOptions& opts) {
+                                                           const RdmaOptions& opts) {
   if (size < 1 || rank < 0 || rank >= size) {
     return InvalidArgument("RDMA transport: rank " + std::to_string(rank) + " is not in a world of size " +
                            std::to_string(size));

@@ -26,13 +26,13 @@ class Engine;
 }
 
 struct RdmaOptions {
-  std::string hca;        // "" (automatic), "dev" or "dev:port"
-  int gid_index = -1;     // -1: automatic
-  std::string local_ip;   // the address this rank reaches its peers from (GID choice)
+  std::string hca;       // "" (automatic), "dev" or "dev:port"
+  int gid_index = -1;    // -1: automatic
+  std::string local_ip;  // the address this rank reaches its peers from (GID choice)
   int64_t timeout_ms = 30 * 60 * 1000;
   uint32_t eager_bytes = 8192;
-  int64_t poll_us = 0;    // poll before sleeping (CHORUS_IB_POLL_US)
-  int64_t peer_timeout_ms = 10000;  // a silent peer we wait for fails after this (CHORUS_IB_PEER_TIMEOUT)
+  int64_t poll_us = 0;                        // poll before sleeping (CHORUS_IB_POLL_US)
+  int64_t peer_timeout_ms = 10000;            // a silent peer we wait for fails after this (CHORUS_IB_PEER_TIMEOUT)
   uint64_t pause_above = kDefaultPauseAbove;  // early EAGER bytes held from one peer before it must send by RTS
   uint64_t resume_below = kDefaultResumeBelow;
 };

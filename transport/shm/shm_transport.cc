@@ -77,7 +77,9 @@ void ShmTransport::TagQueues::RetireIfIdle(TagQueue& q) {
 // ---- Set-up ----
 
 ShmTransport::ShmTransport(const ShmOptions& opts)
-    : opts_(opts), size_(opts.size), local_index_(opts.size, -1),
+    : opts_(opts),
+      size_(opts.size),
+      local_index_(opts.size, -1),
       early_bufs_(static_cast<size_t>(std::max<int64_t>(opts.early_cache_bytes, 0))) {
   for (size_t i = 0; i < opts_.local_ranks.size(); ++i) local_index_[opts_.local_ranks[i]] = static_cast<int>(i);
 }
@@ -177,7 +179,8 @@ bool ShmTransport::SingleCopyFrom(const Peer& p) const {
   const double read_us = std::chrono::duration<double, std::micro>(read).count();
   const double copy_us = std::chrono::duration<double, std::micro>(copy).count();
   CHORUS_INFO("rank " << opts_.rank << ": reading " << n << " bytes of " << PeerDesc(p.rank) << "'s memory took "
-                      << read_us << " us, a copy " << copy_us << " us: " << (pays ? "single copy" : "through the ring"));
+                      << read_us << " us, a copy " << copy_us
+                      << " us: " << (pays ? "single copy" : "through the ring"));
   return pays;
 }
 
@@ -466,14 +469,9 @@ Status ShmTransport::OnFrame(Peer& p, const Frame& f, const char* payload) {
       if (p.incoming.active) break;
       OnRts(p, f);
       return Status::Ok();
-    case FrameType::kAck:
-      OnAck(p, f);
-      return Status::Ok();
-    case FrameType::kCts:
-      OnCts(p, f);
-      return Status::Ok();
-    default:
-      break;
+    case FrameType::kAck: OnAck(p, f); return Status::Ok();
+    case FrameType::kCts: OnCts(p, f); return Status::Ok();
+    default: break;
   }
   return ProtocolError("rank " + std::to_string(opts_.rank) + ": a malformed frame (type " +
                        std::to_string(static_cast<uint32_t>(f.type)) + ", tag " + std::to_string(f.tag) + ") from " +
@@ -606,7 +604,8 @@ Status ShmTransport::ReadRemote(Peer& p, void* dst, uint64_t addr, uint64_t byte
           return PeerStateError(p);
         }
         if (err == ESRCH) {
-          return PeerFailed(PeerDesc(p.rank) + " exited while rank " + std::to_string(opts_.rank) + " read its message");
+          return PeerFailed(PeerDesc(p.rank) + " exited while rank " + std::to_string(opts_.rank) +
+                            " read its message");
         }
         return IoError("rank " + std::to_string(opts_.rank) + ": reading a message of " + std::to_string(bytes) +
                            " bytes from " + PeerDesc(p.rank) + "'s memory",
@@ -701,8 +700,8 @@ void ShmTransport::PeerGone(Peer& p, const Status& why) {
 
 Status ShmTransport::PeerStateError(const Peer& p) const {
   if (p.ctl->state.load(std::memory_order_acquire) == static_cast<uint32_t>(PeerState::kAborted)) {
-    return PeerFailed(PeerDesc(p.rank) + " aborted: " +
-                      std::string(p.ctl->reason, strnlen(p.ctl->reason, sizeof(p.ctl->reason))));
+    return PeerFailed(PeerDesc(p.rank) +
+                      " aborted: " + std::string(p.ctl->reason, strnlen(p.ctl->reason, sizeof(p.ctl->reason))));
   }
   return PeerFailed(PeerDesc(p.rank) + " closed its communicator while rank " + std::to_string(opts_.rank) +
                     " still exchanged messages with it");

@@ -136,24 +136,24 @@ class ShmTransport final : public Transport, public RequestDriver {
   struct Incoming {
     bool active = false;
     uint64_t tag = 0, total = 0, got = 0, fingerprint = 0;
-    BasicRequestPtr recv;  // straight into its buffer
+    BasicRequestPtr recv;    // straight into its buffer
     Early* early = nullptr;  // or into an early buffer
   };
   struct Peer {
     int rank = -1;
     int index = -1;
     pid_t pid = 0;
-    shm::Segment segment;            // the peer's segment, mapped
-    shm::Control* ctl = nullptr;     // its control block
-    shm::Slot* out = nullptr;        // our ring into it
-    shm::Slot* in = nullptr;         // its ring into us (in our segment)
-    uint64_t out_head = 0;      // our copy of out->head
-    uint64_t out_tail = 0;      // out->tail when last read: reread only when the ring looks full
-    uint64_t in_tail = 0;       // our copy of in->tail
-    bool single_copy = false;   // it can read our memory: large sends go as kRts
+    shm::Segment segment;         // the peer's segment, mapped
+    shm::Control* ctl = nullptr;  // its control block
+    shm::Slot* out = nullptr;     // our ring into it
+    shm::Slot* in = nullptr;      // its ring into us (in our segment)
+    uint64_t out_head = 0;        // our copy of out->head
+    uint64_t out_tail = 0;        // out->tail when last read: reread only when the ring looks full
+    uint64_t in_tail = 0;         // our copy of in->tail
+    bool single_copy = false;     // it can read our memory: large sends go as kRts
     std::vector<OutFrame> outq;
     size_t outq_head = 0;
-    std::atomic<bool> out_blocked{false};  // outq waits for ring space
+    std::atomic<bool> out_blocked{false};    // outq waits for ring space
     std::atomic<uint64_t> out_tail_seen{0};  // out->tail when it did
     TagQueues tags;
     Incoming incoming;
@@ -161,7 +161,7 @@ class ShmTransport final : public Transport, public RequestDriver {
     std::vector<std::pair<uint64_t, BasicRequestPtr>> awaiting_ack;  // sent kRts, by cookie
     std::vector<std::pair<uint64_t, BasicRequestPtr>> streams;       // receives we sent kCts for
     uint64_t next_cookie = 1;
-    Status gone;                // set once it left or failed: its requests fail with this
+    Status gone;  // set once it left or failed: its requests fail with this
     UniqueFd pidfd;
     uint32_t seen_state = 0;
   };
@@ -218,7 +218,7 @@ class ShmTransport final : public Transport, public RequestDriver {
   const ShmOptions opts_;
   const int size_;
   std::vector<int> local_index_;  // by rank: index among local ranks, or -1
-  shm::Segment segment_;               // ours
+  shm::Segment segment_;          // ours
   shm::Control* ctl_ = nullptr;
   BufferCache early_bufs_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by local index (null for this rank)

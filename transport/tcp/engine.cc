@@ -59,8 +59,9 @@ bool Rendezvous(uint64_t tag, uint64_t bytes) { return !IsCollectiveTag(tag) && 
 // spreading only pays where messages are large enough to fill a socket. Bytes.
 constexpr uint64_t kOneSocketBelow = 4096;
 
-
-std::string ErrnoText(int64_t res) { return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res)); }
+std::string ErrnoText(int64_t res) {
+  return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res));
+}
 
 }  // namespace
 
@@ -70,7 +71,9 @@ Status Conn::OnAbortFrame(const std::string& reason) { return engine->OnAbortFra
 Status Conn::OnControlFrame(const FrameHeader& h) { return engine->OnControlFrame(this, h); }
 
 Engine::Engine(const EngineOptions& opts, std::vector<PeerInfo> peers)
-    : opts_(opts), rank_(opts.rank), size_(opts.size),
+    : opts_(opts),
+      rank_(opts.rank),
+      size_(opts.size),
       early_bufs_(static_cast<size_t>(std::max<int64_t>(0, opts.early_cache_bytes))),
       peers_(static_cast<size_t>(opts.size)) {
   for (int p = 0; p < size_ && p < static_cast<int>(peers.size()); ++p) peers_[p].info = std::move(peers[p]);
@@ -112,10 +115,11 @@ void Engine::Run(std::vector<std::vector<UniqueFd>>* sockets, std::promise<Statu
 Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
   int nconns = 0;
   for (auto& v : *sockets) nconns += static_cast<int>(v.size());
-  Result<std::unique_ptr<Poller>> p = opts_.use_uring ? MakeUringPoller(this, inbox_.wake_fd(), nconns)
-                                                       : MakeEpollPoller(this, inbox_.wake_fd());
-  if (!p.ok()) return p.status().WithContext("rank " + std::to_string(rank_) + ": TCP engine " +
-                                             (opts_.use_uring ? "io_uring" : "epoll"));
+  Result<std::unique_ptr<Poller>> p =
+      opts_.use_uring ? MakeUringPoller(this, inbox_.wake_fd(), nconns) : MakeEpollPoller(this, inbox_.wake_fd());
+  if (!p.ok())
+    return p.status().WithContext("rank " + std::to_string(rank_) + ": TCP engine " +
+                                  (opts_.use_uring ? "io_uring" : "epoll"));
   poller_ = std::move(p.value());
   engine_name_ = poller_->name();
   app_progress_ = poller_->any_thread() && opts_.app_progress;
@@ -165,7 +169,7 @@ bool Engine::Step(Clock::time_point now, int max_wait_ms, bool engine_thread, Ba
     int timeout = NextTimeoutMs();
     if (max_wait_ms >= 0) timeout = timeout < 0 ? max_wait_ms : std::min(timeout, max_wait_ms);
     if (engine_thread && app_want_.load() > 0) timeout = 0;  // hand over at once
-    if (wanted != nullptr && wanted->Test()) timeout = 0;     // the commands completed it
+    if (wanted != nullptr && wanted->Test()) timeout = 0;    // the commands completed it
     // Dekker-style hand-shake with Post() and Interrupt(): either we see their flag, or
     // they see us asleep and write the eventfd.
     const bool sleep = timeout != 0 && inbox_.BeginSleep();
@@ -199,7 +203,8 @@ void Engine::Kick() {
 
 void Engine::LeaveDriving(Clock::time_point now) {
   app_driving_.store(false);
-  hand_back_at_.store(std::chrono::duration_cast<std::chrono::nanoseconds>((now + kHandBack).time_since_epoch()).count());
+  hand_back_at_.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>((now + kHandBack).time_since_epoch()).count());
   const bool finished = finished_;
   drive_mu_.unlock();
   if (finished) Kick();  // the engine thread tears down
@@ -217,7 +222,8 @@ void Engine::Teardown() {
 
 // ---- Application threads ----
 
-RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint) {
+RequestPtr Engine::Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
+                        uint64_t fingerprint) {
   auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint, opts_.spin_us,
                                             app_progress_ ? this : nullptr);
   inbox_.Post(req);
@@ -420,7 +426,7 @@ Status Engine::OnControlFrame(Conn* c, const FrameHeader& h) {
       if (!aborting_ && peer.error.ok()) StartData(req, h.tag_seq);
     } else if (h.tag_seq >= ts.next_send_seq) {
       ts.early_ready.insert(h.tag_seq);  // for a send not posted yet
-    }  // else: the READY of a message that went at once (smaller than its Recv said)
+    }                                    // else: the READY of a message that went at once (smaller than its Recv said)
     return Status::Ok();
   }
   // RTS: the sender waits for our Recv. A READY sent ahead may have reached it before
@@ -593,13 +599,15 @@ void Engine::OnRecvResult(Conn* c, int64_t res) {
   if (res > 0) {
     ++moved_;
     Status st = c->rx.OnReceived(static_cast<size_t>(res));
-    if (!st.ok()) FailPeer(c->peer, st.WithContext("rank " + std::to_string(rank_) + ": stream from " + PeerDesc(c->peer)));
+    if (!st.ok())
+      FailPeer(c->peer, st.WithContext("rank " + std::to_string(rank_) + ": stream from " + PeerDesc(c->peer)));
     return;
   }
   if (res == -EINTR || res == -EAGAIN) return;
-  ConnLost(c, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) + " lost: " +
-                         ErrnoText(res)),
-           /*recv_ended=*/true);
+  ConnLost(
+      c,
+      PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) + " lost: " + ErrnoText(res)),
+      /*recv_ended=*/true);
 }
 
 void Engine::OnSendResult(Conn* c, int64_t res) {
@@ -621,8 +629,9 @@ void Engine::OnSendResult(Conn* c, int64_t res) {
     return;
   }
   if (c->shut || res == -EINTR || res == -EAGAIN || !c->lost.ok()) return;
-  ConnLost(c, PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
-                         " lost while sending: " + ErrnoText(res)),
+  ConnLost(c,
+           PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
+                      " lost while sending: " + ErrnoText(res)),
            /*recv_ended=*/false);  // its receive side may still hold the ABORT frame
 }
 

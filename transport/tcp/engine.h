@@ -29,9 +29,9 @@
 #include "transport/early_hold.h"
 #include "transport/inbox.h"
 #include "transport/matching.h"
+#include "transport/request.h"
 #include "transport/tcp/conn.h"
 #include "transport/tcp/poller.h"
-#include "transport/request.h"
 #include "transport/tcp/socket_util.h"
 
 namespace chorus::transport::tcp {
@@ -47,8 +47,8 @@ struct EngineOptions {
   // progress). Off: the engine thread alone drives, as with io_uring (TCP channels after
   // the first, whose parts of a message move beside channel 0's).
   bool app_progress = true;
-  int64_t spin_us = 0;             // after activity, poll this long before sleeping
-  int64_t early_cache_bytes = 0;   // buffers of early messages kept for reuse (BufferCache)
+  int64_t spin_us = 0;            // after activity, poll this long before sleeping
+  int64_t early_cache_bytes = 0;  // buffers of early messages kept for reuse (BufferCache)
   // Tests: every message (collectives too) of at least this many bytes goes by
   // rendezvous, as if the peer had said PAUSE for good. Default: never.
   uint64_t rendezvous_all_from = UINT64_MAX;
@@ -104,7 +104,7 @@ class Engine final : public IoHandler, public RequestDriver {
     int frames_seen = 0;
     BufferCache::Buffer ubuf;  // an unexpected message's bytes, until its Recv is posted
     BasicRequestPtr recv;
-    bool discard = false;  // nobody will take it (size mismatch, timed-out Recv)
+    bool discard = false;     // nobody will take it (size mismatch, timed-out Recv)
     bool rts_seen = false;    // its sender waits for our READY (rendezvous)
     bool ready_sent = false;  // READY sent: its data will come
     uint64_t held = 0;        // bytes of ubuf counted in its peer's early_held
@@ -123,7 +123,7 @@ class Engine final : public IoHandler, public RequestDriver {
     std::vector<std::unique_ptr<Conn>> conns;
     Status error;  // set once the connection is broken
     uint64_t rr = 0;
-    Tags tags;  // messages matched to Recvs, and fingerprints per tag group
+    Tags tags;            // messages matched to Recvs, and fingerprints per tag group
     EarlyHold held;       // its early messages we keep, and whether we said PAUSE
     bool paused = false;  // it told us to PAUSE
   };
@@ -183,7 +183,7 @@ class Engine final : public IoHandler, public RequestDriver {
   void FinalizeFailedPeers();
   void BeginAbort(const Status& reason);
   void QueueAbortFrame(Conn* c);  // needs no send in flight on c
-  bool ProgressAbort();  // true once everything is failed and no I/O is in flight
+  bool ProgressAbort();           // true once everything is failed and no I/O is in flight
   void CheckTimeouts(Clock::time_point now);
   int NextTimeoutMs();
   std::string PeerDesc(int peer) const;  // "rank 1 (host h, 1.2.3.4:5)"
@@ -191,7 +191,7 @@ class Engine final : public IoHandler, public RequestDriver {
   const EngineOptions opts_;
   const int rank_;
   const int size_;
-  BufferCache early_bufs_;  // before peers_: their early messages hold its buffers
+  BufferCache early_bufs_;                                    // before peers_: their early messages hold its buffers
   std::atomic<uint64_t> early_messages_{0}, early_bytes_{0};  // counters()
   std::vector<Peer> peers_;
   std::unique_ptr<Poller> poller_;
@@ -202,28 +202,28 @@ class Engine final : public IoHandler, public RequestDriver {
   FirstError health_;
 
   // Application progress (see the top of this file).
-  bool app_progress_ = false;               // set by Init
-  std::timed_mutex drive_mu_;               // held by the thread driving the engine
+  bool app_progress_ = false;  // set by Init
+  std::timed_mutex drive_mu_;  // held by the thread driving the engine
   std::atomic<bool> engine_driving_{false};
   std::atomic<bool> app_driving_{false};
-  std::atomic<int> app_want_{0};            // application threads waiting for drive_mu_
-  std::atomic<int64_t> hand_back_at_{0};    // steady-clock ns: the engine thread may drive
+  std::atomic<int> app_want_{0};          // application threads waiting for drive_mu_
+  std::atomic<int64_t> hand_back_at_{0};  // steady-clock ns: the engine thread may drive
   std::mutex park_mu_;
   std::condition_variable park_cv_;
-  bool kicked_ = false;                     // guarded by park_mu_
+  bool kicked_ = false;  // guarded by park_mu_
 
   // The driving thread only (under drive_mu_).
   bool finished_ = false;
-  Inbox::Batch batch_;  // what DrainCommands works on (reused)
+  Inbox::Batch batch_;                 // what DrainCommands works on (reused)
   Clock::time_point last_activity_{};  // a request posted or finished, or bytes moved
-  uint64_t moved_ = 0;  // socket reads and writes that moved bytes: a transfer under way
-  int64_t active_ = 0;  // posted requests not yet finished
+  uint64_t moved_ = 0;                 // socket reads and writes that moved bytes: a transfer under way
+  int64_t active_ = 0;                 // posted requests not yet finished
   bool stopping_ = false;
   bool aborting_ = false;
   Status abort_status_;
   Clock::time_point linger_deadline_{};
   std::vector<Conn*> broken_;  // lost connections whose peer has not failed yet
-  std::vector<int> failing_;  // peers whose sockets are shut but not yet released
+  std::vector<int> failing_;   // peers whose sockets are shut but not yet released
   RequestDeadlines deadlines_{opts_.timeout_ms};
   std::vector<BasicRequestPtr> sent_scratch_;
 };

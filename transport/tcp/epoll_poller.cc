@@ -12,7 +12,8 @@ namespace {
 
 class EpollPoller final : public Poller {
  public:
-  EpollPoller(IoHandler* handler, UniqueFd ep, int wake_fd) : handler_(handler), ep_(std::move(ep)), wake_fd_(wake_fd) {}
+  EpollPoller(IoHandler* handler, UniqueFd ep, int wake_fd)
+      : handler_(handler), ep_(std::move(ep)), wake_fd_(wake_fd) {}
 
   const char* name() const override { return "epoll"; }
 

@@ -86,7 +86,7 @@ struct OutFrame {
   FrameHeader h;  // what header encodes
   const char* payload = nullptr;
   uint64_t len = 0;
-  uint64_t sent = 0;  // bytes of header + payload already handed to the kernel
+  uint64_t sent = 0;        // bytes of header + payload already handed to the kernel
   BasicRequestPtr request;  // null for ABORT frames
   std::string owned;
 };

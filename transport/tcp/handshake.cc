@@ -16,7 +16,8 @@ std::string Hex(uint64_t v) {
 }
 
 // Why a Hello is unacceptable to `self`; none when it is fine.
-std::optional<std::string> CheckHello(const Hello& h, const Identity& self, const std::vector<std::vector<bool>>& have) {
+std::optional<std::string> CheckHello(const Hello& h, const Identity& self,
+                                      const std::vector<std::vector<bool>>& have) {
   std::string me = "rank " + std::to_string(self.rank);
   std::string them = "rank " + std::to_string(h.sender);
   if (h.comm_id != self.comm_id) {
@@ -74,13 +75,11 @@ Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, con
     return MismatchError(me + ": " + what + ": communicator mismatch: " + me + " has comm_id " + Hex(self.comm_id) +
                          ", the peer has comm_id " + Hex(r->comm_id));
   }
-  if (r->acceptor != peer || r->connector != self.rank || r->world_size != self.size ||
-      r->nsockets != self.nsockets) {
+  if (r->acceptor != peer || r->connector != self.rank || r->world_size != self.size || r->nsockets != self.nsockets) {
     return ProtocolError(me + ": " + what + ": peer answered as rank " + std::to_string(r->acceptor) + " of " +
-                         std::to_string(r->world_size) + " with " + std::to_string(r->nsockets) +
-                         " sockets for rank " + std::to_string(r->connector) + "; expected rank " +
-                         std::to_string(peer) + " of " + std::to_string(self.size) + " with " +
-                         std::to_string(self.nsockets) + " sockets for " + me);
+                         std::to_string(r->world_size) + " with " + std::to_string(r->nsockets) + " sockets for rank " +
+                         std::to_string(r->connector) + "; expected rank " + std::to_string(peer) + " of " +
+                         std::to_string(self.size) + " with " + std::to_string(self.nsockets) + " sockets for " + me);
   }
   return Status::Ok();
 }

@@ -95,12 +95,14 @@ Status PollFor(int fd, short events, Deadline deadline, const std::string& what)
 
 Status SetDataSocketOptions(int fd, int64_t bufsize) {
   int one = 1;
-  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) return IoError("setsockopt(TCP_NODELAY)", errno);
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    return IoError("setsockopt(TCP_NODELAY)", errno);
   return SetBuffers(fd, bufsize);
 }
 
 Result<UniqueFd> ListenTcp(const std::string& ip, int backlog, int64_t bufsize, std::string* bound_address) {
-  Result<SockAddr> addr = ParseHostPort(ip.find(':') != std::string::npos && ip[0] != '[' ? "[" + ip + "]:0" : ip + ":0");
+  Result<SockAddr> addr =
+      ParseHostPort(ip.find(':') != std::string::npos && ip[0] != '[' ? "[" + ip + "]:0" : ip + ":0");
   if (!addr.ok()) return addr.status();
   UniqueFd fd(::socket(addr->storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return IoError("socket()", errno);

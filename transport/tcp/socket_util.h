@@ -8,8 +8,8 @@
 #include <string>
 
 #include "common/deadline.h"
-#include "common/unique_fd.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace chorus::transport::tcp {
 

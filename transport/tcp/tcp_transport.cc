@@ -49,8 +49,8 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
     Status probe = tcp::ProbeUring();
     if (!probe.ok()) return probe.WithContext("CHORUS_TCP_ENGINE=uring but io_uring cannot be used here");
   }
-  Result<UniqueFd> fd =
-      tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxChannels + 16, opts.socket_bufsize, &t->address_);
+  Result<UniqueFd> fd = tcp::ListenTcp(opts.bind_address, 4 * size * opts.nsockets * kMaxChannels + 16,
+                                       opts.socket_bufsize, &t->address_);
   if (!fd.ok()) return fd.status().WithContext("rank " + std::to_string(rank) + ": listening on " + opts.bind_address);
   t->listen_fd_ = std::move(fd.value());
   return t;

@@ -41,23 +41,22 @@ enum class EngineKind { kEpoll, kUring };
 
 struct TcpOptions {
   EngineKind engine = EngineKind::kEpoll;
-  int nsockets = 2;                     // sockets per peer; large messages are striped
-  int64_t socket_bufsize = 4 << 20;     // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
-  int64_t stripe_min_bytes = 256 << 10; // messages at least this large use every socket
+  int nsockets = 2;                      // sockets per peer; large messages are striped
+  int64_t socket_bufsize = 4 << 20;      // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
+  int64_t stripe_min_bytes = 256 << 10;  // messages at least this large use every socket
   int64_t spin_us = 0;                   // poll this long after activity (CHORUS_SPIN_US)
   std::string bind_address = "127.0.0.1";
-  int64_t timeout_ms = 30 * 60 * 1000;  // per-request deadline, enforced by the engine
+  int64_t timeout_ms = 30 * 60 * 1000;             // per-request deadline, enforced by the engine
   int64_t early_cache_bytes = int64_t{256} << 20;  // buffers of early messages kept (CHORUS_SCRATCH_CACHE)
   uint64_t rendezvous_all_from = UINT64_MAX;       // tests: see tcp::EngineOptions
   uint64_t pause_above = kDefaultPauseAbove;       // early bytes held from a peer before it is told to PAUSE
   uint64_t resume_below = kDefaultResumeBelow;     // and RESUME (CHORUS_EARLY_PAUSE / _RESUME)
-
 };
 
 struct PeerAddress {
   std::string address;  // "ip:port"
   std::string host;     // hostname, for error messages
-  int channels = 1;        // the channels this rank wants: the mesh has the fewest any rank wants
+  int channels = 1;     // the channels this rank wants: the mesh has the fewest any rank wants
 };
 
 // Channels wanted with CHORUS_TCP_LANES unset: a channel per core of each rank of the host,
@@ -108,9 +107,9 @@ class TcpTransport final : public Transport {
   tcp::UniqueFd listen_fd_;
   std::string address_;
   bool use_uring_ = true;
-  int socks_per_peer_ = 0;  // nsockets x channels, once Connect agreed on the channels
+  int socks_per_peer_ = 0;                             // nsockets x channels, once Connect agreed on the channels
   std::vector<std::unique_ptr<tcp::Engine>> engines_;  // one per channel, once connected
-  Status pre_connect_error_;  // Abort before Connect
+  Status pre_connect_error_;                           // Abort before Connect
 };
 
 }  // namespace chorus::transport

@@ -23,8 +23,7 @@ constexpr uint64_t kSendBit = 2;
 int InitRing(unsigned entries, io_uring* ring) {
   // The engine thread is the only submitter, so the kernel may defer completion work
   // to our io_uring_enter calls (fewer interrupts of the application thread).
-  const unsigned attempts[] = {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-                               IORING_SETUP_COOP_TASKRUN, 0};
+  const unsigned attempts[] = {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_COOP_TASKRUN, 0};
   int r = -EINVAL;
   for (unsigned flags : attempts) {
     io_uring_params p{};

@@ -149,7 +149,8 @@ Result<FrameHeader> DecodeFrameHeader(const uint8_t in[kFrameHeaderSize]) {
   h.offset = Get<uint64_t>(in + 32);
   h.len = Get<uint64_t>(in + 40);
   h.fingerprint = Get<uint64_t>(in + 48);
-  if (Get<uint64_t>(in + 56) != CheckWord(h)) return ProtocolError("frame header: check word mismatch (corrupt header)");
+  if (Get<uint64_t>(in + 56) != CheckWord(h))
+    return ProtocolError("frame header: check word mismatch (corrupt header)");
   if (h.total_len > kMaxMessageBytes || h.len > h.total_len || h.offset > h.total_len - h.len) {
     return ProtocolError("frame header: bad extent: offset " + std::to_string(h.offset) + " + len " +
                          std::to_string(h.len) + " exceeds total_len " + std::to_string(h.total_len));

@@ -54,7 +54,7 @@ namespace chorus::transport::tcp {
 
 constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
 constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
-constexpr uint16_t kProtocolVersion = 2;  // 2: READY, RTS, PAUSE, RESUME frames
+constexpr uint16_t kProtocolVersion = 2;          // 2: READY, RTS, PAUSE, RESUME frames
 constexpr size_t kHelloSize = 40;
 constexpr size_t kReplySize = 40;
 constexpr size_t kFrameHeaderSize = 64;
