@@ -328,7 +328,7 @@ Status CommunicatorImpl::Choose(const CollectiveCall& call, const CollectiveCall
 
 Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole) {
   std::optional<algos::Context> chosen;
-  algos::Algorithm algorithm;
+  algos::Algorithm algorithm{};
   CHORUS_RETURN_IF_ERROR(Choose(call, whole, &chosen, &algorithm));
   io->streamed = algos::Streams(call.kind, algorithm);
   if (io->streamed) {
@@ -392,7 +392,7 @@ Status CommunicatorImpl::Run(const CollectiveCall& call) {
     // Host buffers in one window (every small call): straight to the algorithm, with
     // nothing allocated on the way.
     std::optional<algos::Context> ctx;
-    algos::Algorithm algorithm;
+    algos::Algorithm algorithm{};
     CHORUS_RETURN_IF_ERROR(Choose(call, call, &ctx, &algorithm));
     return RunChosen(*ctx, call, algorithm);
   }

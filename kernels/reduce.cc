@@ -10,6 +10,10 @@
 
 #include "kernels/reduce_internal.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace chorus {
 namespace kernels {
 namespace internal {
@@ -21,7 +25,10 @@ bool DetectAvx2() {
 #if defined(__x86_64__) || defined(__i386__)
   // libgcc's check also asks the OS (XGETBV) whether it saves the YMM registers.
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+  // F16C from CPUID leaf 1 (clang's __builtin_cpu_supports does not know "f16c").
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 #else
   return false;
 #endif

@@ -14,7 +14,9 @@ if ! command -v "$clang_tidy" >/dev/null; then
 fi
 
 flags=(-std=c++17 -I. -Wno-unknown-warning-option)
-for d in /usr/src/googletest/googletest/include /usr/src/googletest/googlemock/include /usr/local/cuda/include; do
+# Open MPI: where `mpicxx --showme:compile` points (tools/perf/BUILD).
+for d in /usr/src/googletest/googletest/include /usr/src/googletest/googlemock/include /usr/local/cuda/include \
+  /usr/lib/x86_64-linux-gnu/openmpi/include; do
   [ -d "$d" ] && flags+=("-isystem$d")
 done
 # torch_chorus is checked only where the build has torch (third_party/torch/torch.bzl).

@@ -67,7 +67,7 @@ int main() {
   CHECK_OK(comm->AllReduce(reference.data(), reference.data(), reference.size(), chorus::DataType::kFloat32,
                            chorus::ReduceOp::kSum));
 
-  const float rank_sum = static_cast<float>(n * (n + 1) / 2);  // 1 + 2 + ... + n
+  const float rank_sum = static_cast<float>(n) * static_cast<float>(n + 1) / 2;  // 1 + 2 + ... + n
   for (size_t i = 0; i < data.size(); ++i) {
     const float expected = rank_sum * static_cast<float>(i % 5 + 1);
     if (data[i] != expected || reference[i] != expected) {

@@ -102,7 +102,8 @@ int main() {
   std::vector<Model> replicas(n);
   CHECK_OK(comm->AllGather(&model, replicas.data(), sizeof(Model), chorus::DataType::kUint8));
   for (int q = 0; q < n; ++q) {
-    if (std::memcmp(&replicas[q], &model, sizeof(Model)) != 0) {
+    // Bit for bit is the point (a -0.0 or a NaN payload must match too).
+    if (std::memcmp(&replicas[q], &model, sizeof(Model)) != 0) {  // NOLINT(bugprone-suspicious-memory-comparison)
       example::Fail("the replica on rank " + std::to_string(q) + " differs from this rank's");
     }
   }

@@ -126,6 +126,7 @@ template <typename E>
 Status CheckT(ReduceOp op, uint64_t seed, const std::vector<int>& ranks, size_t first, size_t count, const void* got) {
   using S = typename E::S;
   const size_t m = ranks.size();
+  if (m == 0) return InvalidArgument("a reference reduction over no ranks");
   for (size_t i = 0; i < count; ++i) {
     const S g = Load<S>(got, i);
     if constexpr (E::kFloat) {

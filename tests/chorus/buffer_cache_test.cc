@@ -79,12 +79,13 @@ TEST(BufferCacheTest, AMovedBufferGoesBackOnce) {
   BufferCache::Buffer a = cache.Get(4096);
   char* p = a.data();
   BufferCache::Buffer b = std::move(a);
-  EXPECT_EQ(a.data(), nullptr);
-  EXPECT_EQ(a.size(), 0u);
+  // The moved-from state is what this test checks.
+  EXPECT_EQ(a.data(), nullptr);  // NOLINT(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+  EXPECT_EQ(a.size(), 0u);       // NOLINT(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   EXPECT_EQ(b.data(), p);
   BufferCache::Buffer c;
   c = std::move(b);
-  b.Reset();  // moved-from: returns nothing
+  b.Reset();  // NOLINT(bugprone-use-after-move): moved-from, returns nothing
   EXPECT_EQ(cache.cached_bytes(), 0u);
   c.Reset();
   EXPECT_EQ(cache.cached_bytes(), 4096u);

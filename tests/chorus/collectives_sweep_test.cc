@@ -117,7 +117,8 @@ using SweepParam = std::tuple<int, std::string>;
 class ApiSweep : public ::testing::TestWithParam<SweepParam> {};
 
 TEST_P(ApiSweep, EveryCollectiveAgainstTheReference) {
-  const auto& [n, transport] = GetParam();
+  const int n = std::get<0>(GetParam());
+  const std::string& transport = std::get<1>(GetParam());
   Options o = FileInitOptions();
   Config c = o.config.value_or(Config::Process());
   c.transport = transport == "tcp" ? TransportMode::kTcp : TransportMode::kShm;

@@ -312,7 +312,7 @@ int CallsOnTwoStreams(const Options& o, int rank, int n, bool every_rank_flags) 
   RANK_OK(cu::Synchronize(s0.value().get()));
   RANK_OK(cu::Synchronize(s1.value().get()));
   RANK_OK(cu::CopyToHost(host.data(), out.value().get(), calls * count * 4));
-  const float want = static_cast<float>(n * (n + 3) / 2);  // sum of p + 2
+  const float want = static_cast<float>(n) * static_cast<float>(n + 3) / 2;  // sum of p + 2
   for (size_t i = 0; i < host.size(); ++i) {
     RANK_CHECK(host[i] == want, "call " + std::to_string(i / count) + " element " + std::to_string(i % count) +
                                     ": got " + std::to_string(host[i]) + ", want " + std::to_string(want));
@@ -533,7 +533,9 @@ class StreamOrderTest : public ::testing::TestWithParam<std::tuple<Path, bool, b
 
 TEST_P(StreamOrderTest, BeforeAndAfter) {
   SKIP_WITHOUT_GPU();
-  const auto [path, legacy, signals] = GetParam();
+  const Path path = std::get<0>(GetParam());
+  const bool legacy = std::get<1>(GetParam());
+  const bool signals = std::get<2>(GetParam());
   const Options o = WithSync(TestOptions(IpcSetting(path)), signals ? StagingSync::kSignals : StagingSync::kKernel);
   ExpectAllOk(RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);

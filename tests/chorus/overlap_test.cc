@@ -26,8 +26,10 @@ struct InFlight {
 };
 
 InFlight PostCase(Communicator& comm, const ApiCase& spec, const std::string& where) {
-  InFlight f{std::make_unique<ApiCall>(spec, comm.rank(), comm.size()), Work(), where};
+  InFlight f;
+  f.call = std::make_unique<ApiCall>(spec, comm.rank(), comm.size());
   f.work = f.call->Post(comm);
+  f.where = where;
   return f;
 }
 

@@ -26,7 +26,7 @@ TEST(Wire, HelloRoundTripsAndRejectsForeignBytes) {
   EXPECT_EQ(d->socket_index, 1);
   EXPECT_EQ(d->nsockets, 2);
   // An HTTP client, say, knocking on our port.
-  std::memcpy(buf, "GET / HTTP/1.1\r\n", 16);
+  std::memcpy(buf, "GET / HTTP/1.1\r\n", 16);  // NOLINT(bugprone-not-null-terminated-result): bytes, not a string
   Result<Hello> bad = DecodeHello(buf);
   EXPECT_EQ(bad.status().code(), StatusCode::kProtocolError);
   EXPECT_NE(bad.status().message().find("magic"), std::string::npos);

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     }
     // Check the last result: sum over ranks of (r+1)*((i%7)+1).
     long long wrong = 0;
-    const float ranks_factor = static_cast<float>(n * (n + 1) / 2);
+    const float ranks_factor = static_cast<float>(n) * static_cast<float>(n + 1) / 2;
     for (size_t i = 0; i < count; ++i) wrong += out[i] != ranks_factor * static_cast<float>((i % 7) + 1);
     // Rank 0 reports the slowest rank's time and the total of wrong elements.
     double times[2] = {seconds, static_cast<double>(wrong)}, reduced[2] = {0, 0};

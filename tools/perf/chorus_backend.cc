@@ -258,6 +258,7 @@ class ChorusBackend : public Backend {
   std::vector<Work> pending_;
 };
 
+// NOLINTNEXTLINE(cert-err58-cpp): a throw while registering ends the program, as it should
 [[maybe_unused]] const bool kRegistered = RegisterBackend("chorus", [] { return MakeChorusBackend(); });
 
 }  // namespace

@@ -83,8 +83,8 @@ class MpiBackend : public Backend {
   std::string description() const override { return version_; }
 
   Status Supports(Collective coll, DataType dtype, ReduceOp op) const override {
-    MPI_Datatype t;
-    MPI_Op o;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    MPI_Op o = MPI_OP_NULL;
     if (coll != Collective::kBarrier && !MpiType(dtype, &t)) {
       return Unavailable(std::string("plain MPI has no ") + DataTypeName(dtype) + " type; use another --datatype");
     }
@@ -93,23 +93,23 @@ class MpiBackend : public Backend {
   }
 
   Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
-    MPI_Datatype t;
-    MPI_Op o;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    MPI_Op o = MPI_OP_NULL;
     CHORUS_RETURN_IF_ERROR(Types(dtype, op, &t, &o));
     return Check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, Count(count), t, o, MPI_COMM_WORLD),
                  "MPI_Allreduce");
   }
 
   Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) override {
-    MPI_Datatype t;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
     if (rank_ == root && send != recv) std::memcpy(recv, send, count * DataTypeSize(dtype));
     return Check(MPI_Bcast(recv, Count(count), t, root, MPI_COMM_WORLD), "MPI_Bcast");
   }
 
   Status Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) override {
-    MPI_Datatype t;
-    MPI_Op o;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    MPI_Op o = MPI_OP_NULL;
     CHORUS_RETURN_IF_ERROR(Types(dtype, op, &t, &o));
     // MPI_IN_PLACE is only valid on the root; elsewhere the send buffer is the input.
     const void* in = (rank_ == root && send == recv) ? MPI_IN_PLACE : send;
@@ -117,7 +117,7 @@ class MpiBackend : public Backend {
   }
 
   Status AllGather(const void* send, void* recv, size_t count, DataType dtype) override {
-    MPI_Datatype t;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
     const bool in_place = send == static_cast<const char*>(recv) + rank_ * count * DataTypeSize(dtype);
     return Check(MPI_Allgather(in_place ? MPI_IN_PLACE : send, Count(count), t, recv, Count(count), t, MPI_COMM_WORLD),
@@ -125,8 +125,8 @@ class MpiBackend : public Backend {
   }
 
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) override {
-    MPI_Datatype t;
-    MPI_Op o;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    MPI_Op o = MPI_OP_NULL;
     CHORUS_RETURN_IF_ERROR(Types(dtype, op, &t, &o));
     const size_t elt = DataTypeSize(dtype);
     if (recv == static_cast<const char*>(send) + rank_ * count * elt) {
@@ -142,7 +142,7 @@ class MpiBackend : public Backend {
   }
 
   Status AllToAll(const void* send, void* recv, size_t count, DataType dtype) override {
-    MPI_Datatype t;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
     return Check(
         MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, Count(count), t, recv, Count(count), t, MPI_COMM_WORLD),
@@ -150,7 +150,7 @@ class MpiBackend : public Backend {
   }
 
   Status SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DataType dtype) override {
-    MPI_Datatype t;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
     if (send == recv) {
       return Check(
@@ -163,7 +163,7 @@ class MpiBackend : public Backend {
   }
 
   Status Gather(const void* send, void* recv, size_t count, DataType dtype, int root) override {
-    MPI_Datatype t;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
     const bool in_place = rank_ == root && send == static_cast<const char*>(recv) + root * count * DataTypeSize(dtype);
     return Check(
@@ -172,7 +172,7 @@ class MpiBackend : public Backend {
   }
 
   Status Scatter(const void* send, void* recv, size_t count, DataType dtype, int root) override {
-    MPI_Datatype t;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
     CHORUS_RETURN_IF_ERROR(Type(dtype, &t));
     const bool in_place = rank_ == root && recv == static_cast<const char*>(send) + root * count * DataTypeSize(dtype);
     return Check(
@@ -212,6 +212,7 @@ class MpiBackend : public Backend {
   std::string version_;
 };
 
+// NOLINTNEXTLINE(cert-err58-cpp): a throw while registering ends the program, as it should
 [[maybe_unused]] const bool kRegistered = RegisterBackend("mpi", [] { return MakeMpiBackend(); });
 
 }  // namespace
