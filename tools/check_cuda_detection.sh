@@ -5,7 +5,7 @@
 # file gone, the toolkit with --config=cpu_only, and the default (/usr/local/cuda).
 # Prints one line per case and exits non-zero if any chose the wrong sources.
 # usage: tools/check_cuda_detection.sh [bazel flags...]
-set -uo pipefail
+set -uo pipefail  # no -e: every case runs and is reported
 cd "$(dirname "$0")/.." || exit 1
 
 fake=$(mktemp -d)

@@ -4,7 +4,7 @@
 # output folder (.bazelrc). Writes OUT/count_args: one a line, the --lane arguments with
 # which tools/count_tests.py counts each lane's cases apart from the plain run's.
 # usage: tools/sanitizer_lanes.sh OUT [bazel test flags]
-set -uo pipefail
+set -uo pipefail  # no -e: both lanes run; each exit code is counted
 cd "$(dirname "$0")/.." || exit 1
 [ $# -ge 1 ] || { echo "usage: tools/sanitizer_lanes.sh OUT [bazel test flags]" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd) || exit 1

@@ -41,7 +41,7 @@
 # (benchmark, side-by-side tables, bars), $OUT/logs.tgz (every log and test XML).
 # Exit != 0 when a test or a run fails (the bars are reported, not enforced).
 # NCCL: $CHORUS_PERF_NCCL_LIB, else the one PyTorch ships (nvidia.nccl), else ldconfig's.
-set -uo pipefail
+set -uo pipefail  # no -e: every check runs; failures are counted
 cd "$(dirname "$0")/../.." || exit
 out=${OUT:-gpu_check_out}
 mkdir -p "$out"

@@ -49,7 +49,7 @@
 # busbw is the out-of-place one (nccl-tests' first column); time is the max over ranks.
 # A run that fails is skipped with its last log lines; a run with #wrong != 0 is kept,
 # marked "!" in the table, and the script exits 2.
-set -u -o pipefail
+set -uo pipefail  # no -e: a failed run is skipped, the rest still run
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

@@ -39,7 +39,7 @@
 # algorithm chorus chose per size (its footer); the footer's lines follow the table.
 # Exit: 0 ok, 1 a run failed (the table shows the rest), 2 wrong results (before 1),
 # 3 no namespaces.
-set -u -o pipefail
+set -uo pipefail  # no -e: a failed run is skipped, the rest still run
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

@@ -5,6 +5,7 @@
 # mounts the per-run folder (tag chorusrun) and the optional --out folder (tag chorusout),
 # then runs the per-run stage 2 script inside a chroot of that root and powers off.
 # Errors go to the kernel console and to <run folder>/vm_error for run.sh.
+# No set -e: /init must reach halt_vm (or fail, which halts too), or the VM hangs.
 /bin/busybox mkdir -p /bin /proc /sys /dev /mnt
 /bin/busybox --install -s /bin
 export PATH=/bin

@@ -4,7 +4,7 @@
 # caller's command with its output on the virtio serial port named chorus.out (the
 # caller's stdout; a serial port or hvc console moves ~150 KB/s under TCG, this one
 # MB/s) and writes the exit code to /run/chorus-rdma-vm/rc for run.sh.
-set -u
+set -u  # no -e: the exit code is written for run.sh, never lost
 RUN=/run/chorus-rdma-vm
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 

@@ -3,7 +3,7 @@
 # binaries on the rxe device, each bounded in time, each writing GoogleTest XML into
 # OUT (a binary that crashes or times out gets a synthetic failed case instead).
 # usage: guest_tests.sh BAZEL_BIN OUT
-set -u
+set -u  # no -e: a crashing test binary becomes a failed case, the rest still run
 bin=$1 out=$2
 export CHORUS_TRANSPORT=rdma
 
