@@ -6,11 +6,12 @@
 namespace chorus::rendezvous {
 namespace {
 
-const std::vector<NetInterface> kIfs = {  // NOLINT(cert-err58-cpp): a test table{"lo", "127.0.0.1", true},
-    {"docker0", "172.17.0.1", false},
-    {"eth0", "10.0.0.5", false},
-    {"eth10", "10.1.0.5", false},
-    {"ib0", "192.168.0.5", false}};
+// NOLINTNEXTLINE(cert-err58-cpp): a test table
+const std::vector<NetInterface> kIfs = {{"lo", "127.0.0.1", true},
+                                        {"docker0", "172.17.0.1", false},
+                                        {"eth0", "10.0.0.5", false},
+                                        {"eth10", "10.1.0.5", false},
+                                        {"ib0", "192.168.0.5", false}};
 
 std::string Pick(const std::string& filter) {
   Result<std::string> r = SelectFromInterfaces(filter, kIfs);

@@ -31,6 +31,9 @@ echo "$cases" | while IFS='|' read -r name path filter secs; do
   fi
   summary=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$name.log" | tr '\n' ' ')
   echo "rdma lane: $name: exit $code in ${took}s: $summary"
-  [ "$code" -eq 0 ] || tail -20 "$out/$name.log"
+  if [ "$code" -ne 0 ]; then
+    grep -A8 ': Failure$' "$out/$name.log" | head -60  # what failed, not only how it ended
+    tail -20 "$out/$name.log"
+  fi
 done
 exit 0  # failures are in the XML, counted by tools/count_tests.py

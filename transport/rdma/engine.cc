@@ -519,11 +519,17 @@ void Engine::OnControl(int p, const CtrlHeader& h, const char* payload) {
     case CtrlType::kPause:
     case CtrlType::kResume: peer.paused = h.type == static_cast<uint16_t>(CtrlType::kPause); return;
     case CtrlType::kAbort: {
+      // While we abort already, the peer's ABORT is most likely the echo of ours: our
+      // reason stands for every request, and we stop waiting for it to take ours.
+      if (aborting_) {
+        peer.abort_received = true;
+        return;
+      }
       Status st = PeerFailed("rank " + std::to_string(p) + (peer.host.empty() ? "" : " (host " + peer.host + ")") +
                              " aborted: " + text);
       peer.error = st;
       // The peer's communicator is dead, so every call on this one is doomed as well.
-      if (!aborting_) BeginAbort(st);
+      BeginAbort(st);
       return;
     }
   }
@@ -801,7 +807,8 @@ bool Engine::ProgressAbort() {
     bool sending = false;
     for (int p = 0; p < size_; ++p) {
       const Peer& peer = peers_[p];
-      if (p != rank_ && peer.error.ok() && (!peer.abort_sent || peer.sq_used > 0)) sending = true;
+      if (p == rank_ || !peer.error.ok() || peer.abort_received) continue;
+      if (!peer.abort_sent || peer.sq_used > 0) sending = true;
     }
     if (sending && now < abort_linger_) return false;
     // 2. Every queue pair to ERROR: posted work comes back flushed, and the peers'

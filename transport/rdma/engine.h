@@ -111,6 +111,7 @@ class Engine {
     uint32_t rq_posted = 0;
     int pending = 0;  // our unfinished requests with this peer
     bool abort_sent = false;
+    bool abort_received = false;  // its ABORT came while we aborted already
     bool credit_queued = false;
     EarlyHold held;       // its early EAGER messages we keep, and whether we said PAUSE
     bool paused = false;  // it told us to PAUSE
