@@ -8,6 +8,7 @@
 
 #include "algos/input_order.h"
 #include "chorus/transport_setup.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/signal_flags.h"
@@ -120,7 +121,9 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   } else {
     Result<std::string> id = rdv_->store->Get(prefix_ + "id", std::chrono::milliseconds(deadline.RemainingMs()));
     if (!id.ok()) return id.status().WithContext("rank " + std::to_string(rank_) + " waiting for rank 0");
-    comm_id = std::stoull(id.value());
+    Result<uint64_t> parsed = ParseUnsigned("communicator id in the store (key " + prefix_ + "id)", id.value());
+    if (!parsed.ok()) return parsed.status().WithContext("rank " + std::to_string(rank_));
+    comm_id = parsed.value();
   }
 
   // Open, all-gather, choose (RDMA or TCP) and connect the transport.

@@ -52,6 +52,20 @@ Result<std::string> EnvChoice(const EnvLookup& env, const std::string& name, con
   return InvalidArgument(name + "='" + *v + "' is not one of " + list);
 }
 
+Result<uint64_t> ParseUnsigned(const std::string& what, const std::string& text) {
+  uint64_t v = 0;
+  for (char c : text) {
+    const unsigned d = static_cast<unsigned char>(c) - '0';
+    if (d > 9) break;
+    if (v > (UINT64_MAX - d) / 10) return InvalidArgument(what + " '" + text + "' is larger than 2^64-1");
+    v = v * 10 + d;
+  }
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument(what + " '" + text.substr(0, 64) + "' is not an unsigned integer");
+  }
+  return v;
+}
+
 Result<int64_t> ParseByteSize(const std::string& name, const std::string& text) {
   errno = 0;
   char* end = nullptr;

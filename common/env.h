@@ -26,6 +26,10 @@ Result<int64_t> EnvInt(const EnvLookup& env, const std::string& name, int64_t fa
 // Parses a string variable restricted to `allowed` (case-insensitive); returned lowercased.
 Result<std::string> EnvChoice(const EnvLookup& env, const std::string& name, const std::string& fallback,
                               std::initializer_list<const char*> allowed);
+// Parses a decimal unsigned integer from text that may come from anywhere (a variable,
+// the store, a peer): an error naming `what` when it is empty, not all digits or past
+// 2^64-1, never an exception.
+Result<uint64_t> ParseUnsigned(const std::string& what, const std::string& text);
 // Parses a size with an optional K/M/G suffix (powers of 1024): "512K", "4M", "1048576".
 Result<int64_t> ParseByteSize(const std::string& name, const std::string& text);
 

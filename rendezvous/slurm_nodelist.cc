@@ -1,6 +1,9 @@
 #include "rendezvous/slurm_nodelist.h"
 
 #include <cctype>
+#include <cstdint>
+
+#include "common/env.h"
 
 namespace chorus::rendezvous {
 namespace {
@@ -55,7 +58,14 @@ Result<std::vector<std::string>> ExpandRanges(const std::string& body, const std
     if (!AllDigits(lo_s) || !AllDigits(hi_s)) {
       return InvalidArgument("SLURM node list '" + list + "' has a bad range '" + item + "'");
     }
-    long long lo = std::stoll(lo_s), hi = std::stoll(hi_s);
+    Result<uint64_t> lo_v = ParseUnsigned("SLURM node list '" + list + "' range start", lo_s);
+    Result<uint64_t> hi_v = ParseUnsigned("SLURM node list '" + list + "' range end", hi_s);
+    if (!lo_v.ok()) return lo_v.status();
+    if (!hi_v.ok()) return hi_v.status();
+    if (lo_v.value() > INT64_MAX || hi_v.value() > INT64_MAX) {
+      return InvalidArgument("SLURM node list '" + list + "' has too large a number in '" + item + "'");
+    }
+    const long long lo = static_cast<long long>(lo_v.value()), hi = static_cast<long long>(hi_v.value());
     if (hi < lo) return InvalidArgument("SLURM node list '" + list + "' has a decreasing range '" + item + "'");
     if (static_cast<unsigned long long>(hi - lo) >= max || out.size() + static_cast<size_t>(hi - lo) >= max) {
       return InvalidArgument("SLURM node list '" + list + "' expands to more than " + std::to_string(max) + " hosts");

@@ -208,6 +208,18 @@ TEST(Env, ByteSizes) {
   EXPECT_FALSE(ParseByteSize("X", "M").ok());
 }
 
+// Text from the store or a peer: every malformed value is an error naming it, none throws.
+TEST(Env, UnsignedFromUntrustedText) {
+  EXPECT_EQ(ParseUnsigned("id", "0").value(), 0u);
+  EXPECT_EQ(ParseUnsigned("id", "18446744073709551615").value(), UINT64_MAX);
+  for (const char* bad :
+       {"", "-1", "+1", " 1", "1 ", "0x10", "12a", "18446744073709551616", "99999999999999999999999"}) {
+    Result<uint64_t> r = ParseUnsigned("communicator id", bad);
+    EXPECT_FALSE(r.ok()) << "'" << bad << "'";
+    EXPECT_NE(r.status().message().find("communicator id"), std::string::npos) << r.status().ToString();
+  }
+}
+
 TEST(Env, IntBoundsAndUnset) {
   EXPECT_EQ(EnvInt(MapEnv({}), "A", 7).value(), 7);
   EXPECT_EQ(EnvInt(MapEnv({{"A", "42"}}), "A", 7, 0, 100).value(), 42);

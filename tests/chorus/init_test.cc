@@ -175,6 +175,27 @@ TEST(Init, GivenStoreNeedsRankAndSize) {
   }));
 }
 
+// A malformed communicator id in the store (anyone who reaches the store can write
+// one) is an error naming the key, not an exception that ends the process.
+TEST(Init, MalformedIdInTheStoreIsNamed) {
+  auto server = rendezvous::StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok());
+  const uint16_t port = server.value()->port();
+  ExpectAllOk(RunRanks(1, [&](int) {
+    auto client = rendezvous::StoreClient::Connect("127.0.0.1", port, Deadline::AfterMs(10000));
+    RANK_OK(client.status());
+    RANK_OK(client.value()->Set("chorus/comm0/id", "42; rm -rf /"));
+    Options o;
+    o.store = std::move(client.value());
+    o.rank = 1;
+    o.world_size = 2;
+    auto comm = Communicator::Create(o);
+    RANK_CHECK(!comm.ok(), "created with a malformed id");
+    RANK_CHECK(comm.status().message().find("chorus/comm0/id") != std::string::npos, comm.status().ToString());
+    return 0;
+  }));
+}
+
 TEST(Init, MissingVariablesAreNamed) {
   auto exits = RunRanks(1, [](int) {
     unsetenv("RANK");

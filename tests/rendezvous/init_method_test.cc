@@ -261,7 +261,8 @@ TEST(SlurmNodelist, Forms) {
 
 TEST(SlurmNodelist, Garbage) {
   for (const char* bad :
-       {"", "n[1-", "n1-2]", "n[[1]]", "n[a-b]", "n[5-3]", "n[]", ",n1", "n[1-2", "[1-2]", "n[1--2]", "n[1,]"}) {
+       {"", "n[1-", "n1-2]", "n[[1]]", "n[a-b]", "n[5-3]", "n[]", ",n1", "n[1-2", "[1-2]", "n[1--2]", "n[1,]",
+        "n[1-99999999999999999999999]", "n[99999999999999999999]"}) {  // past 2^64: an error, not an exception
     auto r = ExpandSlurmNodelist(bad);
     EXPECT_FALSE(r.ok()) << "'" << bad << "' expanded";
     if (!r.ok()) {
