@@ -53,15 +53,15 @@ Result<std::string> EnvChoice(const EnvLookup& env, const std::string& name, con
 }
 
 Result<uint64_t> ParseUnsigned(const std::string& what, const std::string& text) {
+  const std::string shown = text.substr(0, 64);  // the text may be anyone's, of any length
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument(what + " '" + shown + "' is not an unsigned integer");
+  }
   uint64_t v = 0;
   for (char c : text) {
-    const unsigned d = static_cast<unsigned char>(c) - '0';
-    if (d > 9) break;
-    if (v > (UINT64_MAX - d) / 10) return InvalidArgument(what + " '" + text + "' is larger than 2^64-1");
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return InvalidArgument(what + " '" + shown + "' is larger than 2^64-1");
     v = v * 10 + d;
-  }
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
-    return InvalidArgument(what + " '" + text.substr(0, 64) + "' is not an unsigned integer");
   }
   return v;
 }

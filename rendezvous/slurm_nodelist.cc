@@ -39,7 +39,7 @@ bool AllDigits(const std::string& s) {
   return true;
 }
 
-std::string Pad(long long v, size_t width) {
+std::string Pad(uint64_t v, size_t width) {
   std::string s = std::to_string(v);
   if (s.size() < width) s.insert(0, width - s.size(), '0');
   return s;
@@ -58,19 +58,19 @@ Result<std::vector<std::string>> ExpandRanges(const std::string& body, const std
     if (!AllDigits(lo_s) || !AllDigits(hi_s)) {
       return InvalidArgument("SLURM node list '" + list + "' has a bad range '" + item + "'");
     }
-    Result<uint64_t> lo_v = ParseUnsigned("SLURM node list '" + list + "' range start", lo_s);
-    Result<uint64_t> hi_v = ParseUnsigned("SLURM node list '" + list + "' range end", hi_s);
-    if (!lo_v.ok()) return lo_v.status();
-    if (!hi_v.ok()) return hi_v.status();
-    if (lo_v.value() > INT64_MAX || hi_v.value() > INT64_MAX) {
-      return InvalidArgument("SLURM node list '" + list + "' has too large a number in '" + item + "'");
+    Result<uint64_t> lo = ParseUnsigned("SLURM node list '" + list + "' number", lo_s);
+    if (!lo.ok()) return lo.status();
+    Result<uint64_t> hi = ParseUnsigned("SLURM node list '" + list + "' number", hi_s);
+    if (!hi.ok()) return hi.status();
+    if (hi.value() < lo.value()) {
+      return InvalidArgument("SLURM node list '" + list + "' has a decreasing range '" + item + "'");
     }
-    const long long lo = static_cast<long long>(lo_v.value()), hi = static_cast<long long>(hi_v.value());
-    if (hi < lo) return InvalidArgument("SLURM node list '" + list + "' has a decreasing range '" + item + "'");
-    if (static_cast<unsigned long long>(hi - lo) >= max || out.size() + static_cast<size_t>(hi - lo) >= max) {
+    const uint64_t extra = hi.value() - lo.value();  // hosts past the first
+    if (extra >= max || out.size() + extra >= max) {
       return InvalidArgument("SLURM node list '" + list + "' expands to more than " + std::to_string(max) + " hosts");
     }
-    for (long long v = lo; v <= hi; ++v) out.push_back(Pad(v, lo_s.size()));
+    // Counted from lo, not up to hi: hi may be 2^64-1.
+    for (uint64_t k = 0; k <= extra; ++k) out.push_back(Pad(lo.value() + k, lo_s.size()));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

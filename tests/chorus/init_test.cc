@@ -2,6 +2,8 @@
 // launcher's variables; and the errors a wrong setup gets.
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
@@ -155,45 +157,36 @@ TEST(Init, GivenStoreWithPrefixes) {
   }));
 }
 
+// In a rank (the process configuration is read once, and later tests set theirs; and
+// no store thread runs before the fork, which TSan refuses): a store of its own with
+// `preset` in it, then Create as `rank` of `size`, which must fail naming `want`.
+int CreateWithStoreFails(int rank, int size, const std::vector<std::pair<std::string, std::string>>& preset,
+                         const std::string& want) {
+  auto server = rendezvous::StoreServer::Start("127.0.0.1", 0);
+  RANK_OK(server.status());
+  auto client = rendezvous::StoreClient::Connect("127.0.0.1", server.value()->port(), Deadline::AfterMs(10000));
+  RANK_OK(client.status());
+  for (const auto& [key, value] : preset) RANK_OK(client.value()->Set(key, value));
+  Options o;
+  o.store = std::move(client.value());
+  o.rank = rank;
+  o.world_size = size;
+  auto comm = Communicator::Create(o);
+  RANK_CHECK(!comm.ok(), "created as rank " + std::to_string(rank) + " of " + std::to_string(size));
+  RANK_CHECK(comm.status().message().find(want) != std::string::npos, comm.status().ToString());
+  return 0;
+}
+
 // Rank and size are the caller's when the store is given.
 TEST(Init, GivenStoreNeedsRankAndSize) {
-  auto server = rendezvous::StoreServer::Start("127.0.0.1", 0);
-  ASSERT_TRUE(server.ok());
-  const uint16_t port = server.value()->port();
-  // In a rank: the process configuration is read once, and later tests set theirs.
-  ExpectAllOk(RunRanks(1, [&](int) {
-    auto client = rendezvous::StoreClient::Connect("127.0.0.1", port, Deadline::AfterMs(10000));
-    RANK_OK(client.status());
-    Options o;
-    o.store = std::move(client.value());
-    o.rank = 2;
-    o.world_size = 2;
-    auto comm = Communicator::Create(o);
-    RANK_CHECK(!comm.ok(), "created with rank 2 of 2");
-    RANK_CHECK(comm.status().message().find("rank 2 is not in [0, 2)") != std::string::npos, comm.status().ToString());
-    return 0;
-  }));
+  ExpectAllOk(RunRanks(1, [](int) { return CreateWithStoreFails(2, 2, {}, "rank 2 is not in [0, 2)"); }));
 }
 
 // A malformed communicator id in the store (anyone who reaches the store can write
 // one) is an error naming the key, not an exception that ends the process.
 TEST(Init, MalformedIdInTheStoreIsNamed) {
-  ExpectAllOk(RunRanks(1, [&](int) {
-    // The store in the rank: no thread started before the fork (TSan refuses that).
-    auto server = rendezvous::StoreServer::Start("127.0.0.1", 0);
-    RANK_OK(server.status());
-    const uint16_t port = server.value()->port();
-    auto client = rendezvous::StoreClient::Connect("127.0.0.1", port, Deadline::AfterMs(10000));
-    RANK_OK(client.status());
-    RANK_OK(client.value()->Set("chorus/comm0/id", "42; rm -rf /"));
-    Options o;
-    o.store = std::move(client.value());
-    o.rank = 1;
-    o.world_size = 2;
-    auto comm = Communicator::Create(o);
-    RANK_CHECK(!comm.ok(), "created with a malformed id");
-    RANK_CHECK(comm.status().message().find("chorus/comm0/id") != std::string::npos, comm.status().ToString());
-    return 0;
+  ExpectAllOk(RunRanks(1, [](int) {
+    return CreateWithStoreFails(1, 2, {{"chorus/comm0/id", "42; rm -rf /"}}, "chorus/comm0/id");
   }));
 }
 
