@@ -467,7 +467,7 @@ TEST_P(CollectivesTest, MoreThan65536ChunksWrapTheStepTags) {
   const int n = GetParam();
   if (n != 3) GTEST_SKIP() << "run on 3 ranks only (root, inner node, leaf), to save time";
 #ifdef CHORUS_TEST_TSAN
-  GTEST_SKIP() << "tag arithmetic, not threading: 70001 one-byte steps take minutes under TSan";
+  GTEST_SKIP() << "tag arithmetic, not threading: 70001 one-byte steps are too slow under TSan";
 #endif
   for (Algo algo : {Algo::kBroadcast, Algo::kReduce}) {
     const uint64_t seed = SeedOf({65536, static_cast<uint64_t>(algo)});

@@ -273,8 +273,7 @@ void StreamIntoIdleReceiver(std::vector<std::unique_ptr<Transport>>& t, uint64_t
 // the sender to PAUSE: the rest wait for their receives).
 TEST_P(TransportTest, ASenderFarAheadIsHeldBackNotBuffered) {
   // All 1500 are posted at once and each request's deadline counts from its post: the
-  // last waits behind 192 MiB, which Soft-RoCE in an emulated guest moves in tens of
-  // seconds.
+  // last waits behind 192 MiB, slow to move through Soft-RoCE in an emulated guest.
   MeshOptions o;
   o.timeout_ms = ::chorus::testing::Scaled(std::chrono::milliseconds(90000)).count();
   auto t = Mesh(2, o);
