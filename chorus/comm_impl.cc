@@ -47,6 +47,10 @@ class RequestWork : public WorkState {
   std::chrono::milliseconds timeout_;
 };
 
+// How long a store's host that failed set-up keeps the store for the other ranks to
+// read why (milliseconds).
+constexpr int64_t kStoreLingerMs = 5000;
+
 uint64_t RandomId() {
   std::random_device rd;
   return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
@@ -98,11 +102,30 @@ Status CommunicatorImpl::Init(const Options& options) {
   size_ = spec_.world_size;
   SetLogRank(rank_);
 
+  // A duplicate rank, another world size or a second job on this store is named now;
+  // from here on, waits at the store end early once any rank of the job gives up.
+  Result<rendezvous::Membership> member =
+      rendezvous::Membership::Claim(*rdv_->store, rank_, size_, Deadline::AfterMs(config_.connect_timeout_ms));
+  if (!member.ok()) return member.status();
+  membership_ = member.value();
+  rdv_->store = std::make_shared<rendezvous::WatchedStore>(rdv_->store, membership_->abort_key());
+
   // A store may outlive one job (a standalone store, several communicators): every
   // communicator gets its own key space, numbered by arrival.
   Result<int64_t> arrivals = rdv_->store->Add("chorus/arrivals", 1);
-  if (!arrivals.ok()) return arrivals.status();
-  return Connect("chorus/comm" + std::to_string((arrivals.value() - 1) / size_) + "/");
+  Status st = arrivals.ok() ? Status::Ok() : arrivals.status();
+  if (st.ok()) st = Connect("chorus/comm" + std::to_string((arrivals.value() - 1) / size_) + "/");
+  // The ranks still waiting for this one hear why at once, not at their deadline.
+  if (!st.ok()) {
+    rendezvous::PostAbort(*rdv_->store, membership_->abort_key(), st.ToString());
+    membership_->Release(*rdv_->store);
+    membership_.reset();
+    if (rdv_->server) {
+      rendezvous::Membership::AwaitOthersLeft(
+          *rdv_->store, Deadline::AfterMs(std::min<int64_t>(config_.connect_timeout_ms, kStoreLingerMs)));
+    }
+  }
+  return st;
 }
 
 Status CommunicatorImpl::Connect(const std::string& prefix) {
@@ -609,6 +632,7 @@ Status CommunicatorImpl::Shutdown() {
     }
     ipc_.clear();
   }
+  if (membership_ && rdv_ && rdv_->store && result.ok()) membership_->Release(*rdv_->store);
   if (connected_ && rdv_ && rdv_->store && result.ok() && spec_.method != "store") {
     // The store's host must leave last: the others may still be reading the
     // barrier's answer. A failure here only means a rank left early: harmless.

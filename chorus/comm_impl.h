@@ -20,6 +20,7 @@
 #include "kernels/cuda/device_memory.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/init_method.h"
+#include "rendezvous/membership.h"
 #include "rendezvous/rendezvous.h"
 #include "transport/transport.h"
 
@@ -104,6 +105,8 @@ class CommunicatorImpl {
   rendezvous::InitSpec spec_;
   // Shared with communicators split from this one: the store outlives them all.
   std::shared_ptr<rendezvous::Rendezvous> rdv_;
+  // This rank's place in the job (Init only: a split communicator shares its parent's).
+  std::optional<rendezvous::Membership> membership_;
   std::string prefix_;  // this communicator's key space in the store
   std::vector<rendezvous::PeerInfo> peers_;
   // The algorithms' scratch memory, kept between calls; declared before the transport

@@ -6,7 +6,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
+#include <random>
 
 #include "rendezvous/socket_io.h"
 
@@ -116,6 +120,20 @@ Result<std::string> SelectInterfaceAddress(const std::string& ifname_filter, con
   Result<std::string> addr = LocalAddressToward(master_addr);
   if (!addr.ok()) return addr.status().WithContext("choosing the interface toward MASTER_ADDR " + master_addr);
   return addr;
+}
+
+std::string RandomHex() {
+  std::random_device rd;
+  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string HostName() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "?";
+  return host;
 }
 
 }  // namespace chorus::rendezvous

@@ -45,4 +45,9 @@ Result<std::string> SelectFromInterfaces(const std::string& ifname_filter, const
 // The first non-loopback IPv4 that is up, else 127.0.0.1.
 std::string DefaultHostAddress();
 
+// This machine's hostname ("?" when it cannot be read).
+std::string HostName();
+// 16 random hex digits: nonces and tokens that tell runs and processes apart.
+std::string RandomHex();
+
 }  // namespace chorus::rendezvous

@@ -24,20 +24,6 @@ int64_t ElapsedMs(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
 
-std::string RandomHex() {
-  std::random_device rd;
-  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string HostName() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) != 0) return "?";
-  return host;
-}
-
 struct FileRecord {
   std::string host;
   uint16_t port = 0;

@@ -220,6 +220,56 @@ TEST(Init, BadConfigVariableIsNamed) {
       mp));
 }
 
+// Creates a communicator through env:// as rank `rank` of `size` and returns the error
+// (OK when it was created).
+Status CreateAs(int rank, int size) {
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
+  Config c = Config::Process();
+  c.connect_timeout_ms = 120 * 1000;  // far beyond the test: errors must not wait for it
+  Options o;
+  o.config = c;
+  auto comm = Communicator::Create(o);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
+    return comm.status();
+  }
+  return (*comm)->Shutdown();
+}
+
+// Two processes with RANK=1 (rank 2 never comes, so the job cannot finish without it):
+// every process fails with the duplicate named, none at its deadline.
+TEST(Init, DuplicateRankIsNamedOnEveryRank) {
+  testing::MultiProcOptions mp;
+  mp.env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(testing::FreePort())}};
+  ExpectAllOk(RunRanks(
+      3,
+      [](int r) {
+        Status st = CreateAs(r == 2 ? 1 : r, 3);
+        return st.code() == StatusCode::kMismatch && st.message().find("rank 1 is started twice") != std::string::npos
+                   ? 0
+                   : 1;
+      },
+      mp));
+}
+
+// WORLD_SIZE 2 on one rank and 3 on the other: both fail naming both sizes.
+TEST(Init, DifferentWorldSizesAreNamedOnEveryRank) {
+  testing::MultiProcOptions mp;
+  mp.env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(testing::FreePort())}};
+  ExpectAllOk(RunRanks(
+      2,
+      [](int r) {
+        Status st = CreateAs(r, r == 0 ? 2 : 3);
+        const std::string& m = st.message();
+        return st.code() == StatusCode::kMismatch && m.find("world size differs") != std::string::npos &&
+                       m.find("WORLD_SIZE=") != std::string::npos
+                   ? 0
+                   : 1;
+      },
+      mp));
+}
+
 // A rank that never comes: the others fail at the connect timeout, naming it.
 TEST(Init, MissingRankTimesOutNamingIt) {
   const std::string path = testing::UniqueRendezvousFile();
