@@ -615,11 +615,13 @@ Status CommunicatorImpl::Shutdown() {
     }
   }
   Status result;
+  bool all_left = false;  // every rank passed the shutdown barrier
   if (connected_ && transport_ && transport_->health().ok() && rdv_ && rdv_->store) {
     // Wait (bounded) until every rank is shutting down, so that no rank closes its
     // connections while a peer still expects bytes on them.
     const Deadline deadline = Deadline::AfterMs(std::min<int64_t>(config_.timeout_ms, 60 * 1000));
     result = rendezvous::Barrier(*rdv_->store, prefix_ + "shutdown", rank_, size_, deadline);
+    all_left = result.ok();
   }
   transport_.reset();
   {
@@ -632,10 +634,12 @@ Status CommunicatorImpl::Shutdown() {
     }
     ipc_.clear();
   }
-  if (membership_ && rdv_ && rdv_->store && result.ok()) membership_->Release(*rdv_->store);
-  if (connected_ && rdv_ && rdv_->store && result.ok() && spec_.method != "store") {
+  if (all_left && membership_) membership_->Release(*rdv_->store);
+  if (all_left && spec_.method != "store") {
     // The store's host must leave last: the others may still be reading the
-    // barrier's answer. A failure here only means a rank left early: harmless.
+    // barrier's answer. A failure here only means a rank left early: harmless. A
+    // failed communicator skips it: its ranks need the store no more, and a dead one
+    // would only be waited for.
     Status st = rendezvous::Barrier(*rdv_->store, prefix_ + "left", rank_, size_, Deadline::AfterMs(10 * 1000));
     if (!st.ok()) CHORUS_INFO("not every rank confirmed leaving: " << st.ToString());
   }

@@ -63,6 +63,7 @@ transport::ShmOptions ShmOptionsFor(const Config& config, int rank, int size, st
     case ShmSingleCopy::kOff: o.single_copy = transport::SingleCopy::kOff; break;
   }
   o.timeout_ms = config.timeout_ms;
+  o.peer_timeout_ms = config.ib_peer_timeout_ms;
   o.spin_us = config.spin_us;
   o.early_cache_bytes = config.scratch_cache_bytes;
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -46,10 +46,9 @@ void PostAbort(Store& store, const std::string& abort_key, const std::string& re
   if (!st.ok()) CHORUS_WARN("could not tell the other ranks why set-up failed: " << st.ToString());
 }
 
-Result<Membership> Membership::Claim(Store& store, int rank, int size, Deadline deadline,
-                                     const std::string& me) {
-  const std::string where = "rank " + std::to_string(rank) + " (" + Who(me) + ") joining a job of " +
-                            std::to_string(size) + " ranks";
+Result<Membership> Membership::Claim(Store& store, int rank, int size, Deadline deadline, const std::string& me) {
+  const std::string where =
+      "rank " + std::to_string(rank) + " (" + Who(me) + ") joining a job of " + std::to_string(size) + " ranks";
   // 1. The job: the first member writes its world size and a nonce naming this job.
   Result<int64_t> members = store.Add(kMembers, 1);
   if (!members.ok()) return members.status().WithContext(where);
@@ -71,12 +70,12 @@ Result<Membership> Membership::Claim(Store& store, int rank, int size, Deadline 
   // "<size> <nonce> set by ..."
   const size_t sp = value.find(' ');
   const size_t sp2 = sp == std::string::npos ? sp : value.find(' ', sp + 1);
-  Result<uint64_t> job_size = ParseUnsigned("the job's world size in the store (key " + std::string(kSize) + ")",
-                                            value.substr(0, sp));
+  Result<uint64_t> job_size =
+      ParseUnsigned("the job's world size in the store (key " + std::string(kSize) + ")", value.substr(0, sp));
   if (sp2 == std::string::npos || !job_size.ok()) {
     leave();
-    return ProtocolError(where + ": the store's '" + kSize + "' is not a chorus job record: '" +
-                         value.substr(0, 64) + "'");
+    return ProtocolError(where + ": the store's '" + kSize + "' is not a chorus job record: '" + value.substr(0, 64) +
+                         "'");
   }
   Membership m;
   m.rank_ = rank;
@@ -89,8 +88,7 @@ Result<Membership> Membership::Claim(Store& store, int rank, int size, Deadline 
   };
   if (job_size.value() != static_cast<uint64_t>(size)) {
     return fail("world size differs: rank " + std::to_string(rank) + " (" + Who(me) + ") has WORLD_SIZE=" +
-                std::to_string(size) + " but the job's is " + value.substr(0, sp) + " (" + value.substr(sp2 + 1) +
-                ")");
+                std::to_string(size) + " but the job's is " + value.substr(0, sp) + " (" + value.substr(sp2 + 1) + ")");
   }
   // 2. The rank: the first claimer owns it; a later one must be this very process.
   Result<int64_t> claims = store.Add(RankKey(rank) + "/claims", 1);
@@ -115,8 +113,8 @@ Result<Membership> Membership::Claim(Store& store, int rank, int size, Deadline 
       return st.WithContext(where);
     }
   } else if (holder != me) {
-    return fail("rank " + std::to_string(rank) + " is started twice: by " + Who(holder) + " and by " +
-                Who(me) + " (a duplicate RANK, or a second job on the same store)");
+    return fail("rank " + std::to_string(rank) + " is started twice: by " + Who(holder) + " and by " + Who(me) +
+                " (a duplicate RANK, or a second job on the same store)");
   }
   return m;
 }

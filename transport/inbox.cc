@@ -149,6 +149,13 @@ int RequestDeadlines::NextTimeoutMs() {
   return static_cast<int>(std::clamp<int64_t>(left + 1, 1, 60 * 1000));
 }
 
+bool RequestDeadlines::OldestPosted(Clock::time_point* at) {
+  PopFinished();
+  if (head_ == q_.size()) return false;
+  *at = q_[head_]->deadline - std::chrono::milliseconds(timeout_ms_);
+  return true;
+}
+
 std::vector<BasicRequestPtr> RequestDeadlines::TakeAll() {
   std::vector<BasicRequestPtr> all(q_.begin() + static_cast<long>(head_), q_.end());
   q_.clear();

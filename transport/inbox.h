@@ -103,6 +103,8 @@ class RequestDeadlines {
   BasicRequestPtr Expired(Clock::time_point now = Clock::now());
   // Milliseconds until the next deadline (-1: none), at most a minute.
   int NextTimeoutMs();
+  // When the oldest unfinished request was posted; false when none is.
+  bool OldestPosted(Clock::time_point* at);
   // Every tracked request, for the final sweep of an abort; then forgets them.
   std::vector<BasicRequestPtr> TakeAll();
   int64_t timeout_ms() const { return timeout_ms_; }

@@ -106,6 +106,71 @@ TEST_P(ShmKill, RankKilledMidAllReduceIsNamedByEveryRankAndLeavesNoSegment) {
 INSTANTIATE_TEST_SUITE_P(SingleCopy, ShmKill, ::testing::Values("on", "off"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// A peer stopped (SIGSTOP) while the others wait on it is named within the peer
+// timeout, as stopped; one that is only slow (asleep past the timeout) is waited for.
+Options WithPeerTimeout(Options o, int64_t ms) {
+  Config c = o.config.value_or(Config::Process());
+  c.ib_peer_timeout_ms = ms;
+  o.config = c;
+  return o;
+}
+
+TEST(ShmLiveness, StoppedPeerIsNamedWithinThePeerTimeout) {
+  ShmDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const Options o = WithPeerTimeout(ShmOptions(dir.path()), 2000);
+  auto exits =
+      RunRanks(3,
+               [&](int rank) {
+                 auto comm = Communicator::Create(o);
+                 RANK_OK(comm.status());
+                 Communicator& c = **comm;
+                 std::vector<float> v(4096, 1.0f);
+                 RANK_OK(c.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
+                 if (rank == 2) {
+                   // A child that ends this stopped rank later, so that the test ends too.
+                   if (fork() == 0) {
+                     sleep(12);
+                     kill(getppid(), SIGKILL);
+                     _exit(0);
+                   }
+                   raise(SIGSTOP);
+                   return 1;  // not reached: SIGKILL comes first
+                 }
+                 const auto start = std::chrono::steady_clock::now();
+                 Status st = c.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+                 const auto waited = std::chrono::steady_clock::now() - start;
+                 RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
+                 RANK_CHECK(st.message().find("rank 2") != std::string::npos, st.message());
+                 RANK_CHECK(st.message().find("stopped") != std::string::npos, st.message());
+                 // Within the peer timeout plus the checks' period, far from the 60 s deadline.
+                 RANK_CHECK(waited < std::chrono::seconds(10), "named after " + std::to_string(waited.count()) + " ns");
+                 return 0;
+               },
+               {.timeout_seconds = 60});
+  EXPECT_EQ(exits[2].signal, SIGKILL) << exits[2].Describe();
+  EXPECT_TRUE(exits[0].exited && exits[0].code == 0) << exits[0].Describe();
+  EXPECT_TRUE(exits[1].exited && exits[1].code == 0) << exits[1].Describe();
+}
+
+TEST(ShmLiveness, SlowPeerIsWaitedFor) {
+  ShmDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const Options o = WithPeerTimeout(ShmOptions(dir.path()), 1000);
+  ExpectAllOk(RunRanks(2,
+                       [&](int rank) {
+                         auto comm = Communicator::Create(o);
+                         RANK_OK(comm.status());
+                         Communicator& c = **comm;
+                         std::vector<float> v(4096, 1.0f);
+                         if (rank == 1) usleep(3 * 1000 * 1000);  // busy elsewhere for three peer timeouts
+                         RANK_OK(c.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
+                         RANK_CHECK(v[0] == 2.0f, "wrong sum");
+                         return c.Shutdown().ok() ? 0 : 1;
+                       },
+                       {.timeout_seconds = 60}));
+}
+
 // A tmpfs of 64 KiB: less than one ring. Needs root (mount); skips naming why otherwise.
 class SmallShm : public ::testing::Test {
  protected:

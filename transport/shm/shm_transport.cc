@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -23,6 +24,20 @@ constexpr auto kProxyHandBack = std::chrono::milliseconds(2);
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 // A spinning waiter takes the lock without work in sight this often (deadlines).
 constexpr auto kHousekeeping = std::chrono::microseconds(500);
+
+// Whether process `pid` is stopped: state T (a signal) or t (a tracer) in /proc.
+bool ProcessStopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // the command name may hold anything
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
 
 int64_t NowNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -901,9 +916,40 @@ void ShmTransport::CheckPidfds(int timeout_ms) {
   }
 }
 
+void ShmTransport::CheckStoppedPeers(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return;
+  const auto limit = std::chrono::milliseconds(opts_.peer_timeout_ms);
+  Clock::time_point posted;
+  const bool waiting = deadlines_.OldestPosted(&posted) && now - posted >= limit;
+  for (auto& p : peers_) {
+    if (!p || p->pid <= 0) continue;
+    if (!ProcessStopped(p->pid)) {
+      p->stopped_since = {};
+      continue;
+    }
+    if (p->stopped_since == Clock::time_point{}) p->stopped_since = now;
+    if (waiting && now - p->stopped_since >= limit) {
+      AbortLocked(PeerFailed(PeerDesc(p->rank) + " on this host is stopped (SIGSTOP, or a debugger holds it): rank " +
+                             std::to_string(opts_.rank) + " waited " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - posted).count()) +
+                             " s for it (CHORUS_PEER_TIMEOUT)"));
+      return;
+    }
+  }
+}
+
 void ShmTransport::ProxyLoop() {
+  // Stopped peers are looked for a few times per peer timeout.
+  const auto stopped_every = std::chrono::milliseconds(std::max<int64_t>(100, opts_.peer_timeout_ms / 4));
+  auto next_stopped_check = Clock::now() + stopped_every;
   while (!stop_.load()) {
     const auto now = Clock::now();
+    if (now >= next_stopped_check) {
+      CheckStoppedPeers(now);
+      next_stopped_check = now + stopped_every;
+      Ring(ctl_);  // a thread sleeping on a request failed here
+    }
     if (app_drivers_.load() > 0) {
       CheckPidfds(20);  // the application threads drive; watch the peers
       continue;

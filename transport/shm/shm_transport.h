@@ -61,6 +61,8 @@ struct ShmOptions {
   uint64_t comm_id = 0;
   SingleCopy single_copy = SingleCopy::kAuto;  // CHORUS_SHM_SINGLE_COPY
   int64_t timeout_ms = 30 * 60 * 1000;
+  // A peer stopped (SIGSTOP, a debugger) this long while a request waits fails it.
+  int64_t peer_timeout_ms = 30 * 1000;
   int64_t spin_us = 100;
   bool crowded = false;           // more ranks than cores here: yield while polling
   int64_t early_cache_bytes = 0;  // buffers of early messages kept for reuse
@@ -164,6 +166,7 @@ class ShmTransport final : public Transport, public RequestDriver {
     Status gone;  // set once it left or failed: its requests fail with this
     UniqueFd pidfd;
     uint32_t seen_state = 0;
+    Clock::time_point stopped_since{};  // first seen stopped ({}: running when last looked)
   };
 
   explicit ShmTransport(const ShmOptions& opts);
@@ -214,6 +217,9 @@ class ShmTransport final : public Transport, public RequestDriver {
   void Ring(shm::Control* ctl);  // wakes ctl's sleepers, if any
   void ProxyLoop();
   void CheckPidfds(int timeout_ms);
+  // A peer seen stopped for peer_timeout_ms while a request has waited as long fails
+  // the transport: a frozen process never answers, while a busy one is only late.
+  void CheckStoppedPeers(Clock::time_point now);
 
   const ShmOptions opts_;
   const int size_;
