@@ -115,6 +115,8 @@ Status CommunicatorImpl::Init(const Options& options) {
   Result<int64_t> arrivals = rdv_->store->Add("chorus/arrivals", 1);
   Status st = arrivals.ok() ? Status::Ok() : arrivals.status();
   if (st.ok()) st = Connect("chorus/comm" + std::to_string((arrivals.value() - 1) / size_) + "/");
+  // Every rank is connected to the store now: its port is free for the next one.
+  if (st.ok() && rdv_->server) rdv_->server->StopAccepting();
   // The ranks still waiting for this one hear why at once, not at their deadline.
   if (!st.ok()) {
     rendezvous::PostAbort(*rdv_->store, membership_->abort_key(), st.ToString());

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -60,9 +61,12 @@ class StoreServer::Loop {
 
   void Run();
   void Stop() {
-    uint64_t one = 1;
-    // An eventfd write only fails when the counter would overflow: not with one writer.
-    (void)!write(stop_.get(), &one, sizeof(one));
+    stop_requested_.store(true);
+    Wake();
+  }
+  void CloseListener() {
+    close_listener_.store(true);
+    Wake();
   }
 
  private:
@@ -109,7 +113,14 @@ class StoreServer::Loop {
     return it == conns_.end() || it->second->dead ? nullptr : it->second.get();
   }
 
+  void Wake() {
+    uint64_t one = 1;
+    // An eventfd write only fails when the counter would overflow: not with one writer.
+    (void)!write(stop_.get(), &one, sizeof(one));
+  }
+
   UniqueFd listen_, epoll_, stop_;
+  std::atomic<bool> stop_requested_{false}, close_listener_{false};
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;
   std::unordered_map<std::string, std::string> kv_;
   std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> parked fds
@@ -132,8 +143,18 @@ void StoreServer::Loop::Run() {
     }
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
-      if (fd == stop_.get()) return;
-      if (fd == listen_.get()) {
+      if (fd == stop_.get()) {
+        if (stop_requested_.load()) return;
+        uint64_t count = 0;
+        (void)!read(stop_.get(), &count, sizeof(count));
+        if (close_listener_.load() && listen_.valid()) {
+          (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listen_.get(), nullptr);
+          listen_.reset();
+          accept_paused_ = false;
+        }
+        continue;
+      }
+      if (listen_.valid() && fd == listen_.get()) {
         Accept();
         continue;
       }
@@ -149,7 +170,7 @@ void StoreServer::Loop::Run() {
       if (Conn* c = Find(fd)) Process(*c);
     }
     Reap();
-    if (accept_paused_ && Clock::now() >= accept_resume_at_) {
+    if (accept_paused_ && listen_.valid() && Clock::now() >= accept_resume_at_) {
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.fd = listen_.get();
@@ -592,6 +613,10 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_
   server->thread_ = std::thread([loop] { loop->Run(); });
   CHORUS_INFO("store server listening on " << (bind_host.empty() ? std::string("*") : bind_host) << ":" << actual);
   return server;
+}
+
+void StoreServer::StopAccepting() {
+  if (loop_) loop_->CloseListener();
 }
 
 StoreServer::~StoreServer() {

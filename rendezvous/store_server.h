@@ -29,6 +29,11 @@ class StoreServer {
 
   uint16_t port() const { return port_; }
 
+  // Closes the listening socket; connected clients are served on. Once every rank
+  // has connected, this frees the port for the next store (a communicator created
+  // right after this one is destroyed) before this store goes.
+  void StopAccepting();
+
   class Loop;  // the epoll loop (store_server.cc)
 
  private:

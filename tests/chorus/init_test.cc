@@ -270,6 +270,38 @@ TEST(Init, DifferentWorldSizesAreNamedOnEveryRank) {
       mp));
 }
 
+// A communicator created right after the last one was destroyed (env://: rank 0's new
+// store takes the port its old one just left), again and again.
+TEST(Init, CreateAfterDestroyWorksEveryTime) {
+  testing::MultiProcOptions mp;
+  mp.env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(testing::FreePort())}};
+  mp.timeout_seconds = 600;
+  ExpectAllOk(RunRanks(
+      2,
+      [](int r) {
+        constexpr int kRounds = 200;
+        Config c = Config::Process();
+        c.connect_timeout_ms = 30 * 1000;
+        Options o;
+        o.config = c;
+        for (int i = 0; i < kRounds; ++i) {
+          auto comm = Communicator::Create(o);
+          if (!comm.ok()) {
+            std::fprintf(stderr, "rank %d, round %d: %s\n", r, i, comm.status().ToString().c_str());
+            return 1;
+          }
+          int v = 1, sum = 0;
+          Status st = (*comm)->AllReduce(&v, &sum, 1, DataType::kInt32, ReduceOp::kSum);
+          if (!st.ok() || sum != 2) {
+            std::fprintf(stderr, "rank %d, round %d: sum %d, %s\n", r, i, sum, st.ToString().c_str());
+            return 2;
+          }
+        }
+        return 0;
+      },
+      mp));
+}
+
 // A rank that never comes: the others fail at the connect timeout, naming it.
 TEST(Init, MissingRankTimesOutNamingIt) {
   const std::string path = testing::UniqueRendezvousFile();

@@ -453,5 +453,26 @@ TEST(Store, AllInterfacesServerAcceptsIpv4Loopback) {
   EXPECT_TRUE(c->Set("a", "b").ok());
 }
 
+// Once it stops accepting, the store serves its clients on, refuses new ones, and its
+// port can host the next store at once.
+TEST(Store, StopAcceptingFreesThePortAndKeepsClients) {
+  auto server = StartServer();
+  auto client = ConnectTo(server->port());
+  ASSERT_TRUE(client->Set("k", "v").ok());
+  server->StopAccepting();
+  auto got = client->Get("k", milliseconds(1000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got.value(), "v");
+  // The listener closes on the server's thread: a new connection fails soon after.
+  bool refused = false;
+  for (int i = 0; i < 100 && !refused; ++i) {
+    refused = !StoreClient::Connect("127.0.0.1", server->port(), Deadline::AfterMs(50)).ok();
+  }
+  EXPECT_TRUE(refused);
+  auto next = StoreServer::Start("127.0.0.1", server->port());
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_TRUE(client->Set("k2", "v2").ok());
+}
+
 }  // namespace
 }  // namespace chorus::rendezvous
