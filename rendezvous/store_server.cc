@@ -55,8 +55,8 @@ std::string PeerName(int fd) {
 
 class StoreServer::Loop {
  public:
-  Loop(UniqueFd listen, UniqueFd epoll, UniqueFd stop)
-      : listen_(std::move(listen)), epoll_(std::move(epoll)), stop_(std::move(stop)) {}
+  Loop(UniqueFd listen, UniqueFd epoll, UniqueFd stop, JobSecret secret)
+      : listen_(std::move(listen)), epoll_(std::move(epoll)), stop_(std::move(stop)), secret_(std::move(secret)) {}
 
   void Run();
   void Stop() {
@@ -83,16 +83,21 @@ class StoreServer::Loop {
     bool eof = false;      // the client closed its side
     bool closing = false;  // close once `out` is flushed
     bool dead = false;     // to be closed at the end of this iteration
+    bool authed = false;   // its AUTH_PROOF was accepted: requests may follow
+    Nonce server_nonce{};
     std::optional<Parked> parked;
     uint32_t interest = 0;
     size_t in_pending() const { return in.size() - in_off; }
     size_t out_pending() const { return out.size() - out_off; }
+    // Before authentication nothing but the one AUTH_PROOF frame is read.
+    size_t in_limit() const { return authed ? kMaxInBuffered : kAuthProofFrameBytes; }
   };
 
   void Accept();
   void OnReadable(Conn& c);
   void Flush(Conn& c);
   void Process(Conn& c);
+  bool Authenticate(Conn& c);
   void Handle(Conn& c, StoreRequest req);
   void Reply(Conn& c, StoreOp op, const StoreReply& reply);
   void Fail(Conn& c, uint8_t opcode, const Status& why);
@@ -110,6 +115,7 @@ class StoreServer::Loop {
   }
 
   UniqueFd listen_, epoll_, stop_;
+  const JobSecret secret_;
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;
   std::unordered_map<std::string, std::string> kv_;
   std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> parked fds
@@ -203,16 +209,25 @@ void StoreServer::Loop::Accept() {
       continue;  // `c` closes the socket
     }
     c->interest = ev.events;
+    Result<Nonce> nonce = NewNonce();
+    if (!nonce.ok()) {
+      CHORUS_WARN("store server: dropping client " << c->peer << ": " << nonce.status().message());
+      continue;
+    }
+    c->server_nonce = nonce.value();
     CHORUS_TRACE("store server: client connected from " << c->peer);
+    Conn& conn = *c;
     conns_[fd] = std::move(c);
+    conn.out = EncodeAuthChallenge({!secret_.empty(), conn.server_nonce});
+    Flush(conn);
   }
 }
 
 void StoreServer::Loop::OnReadable(Conn& c) {
   char buf[kReadChunk];
   size_t budget = kReadBudget;
-  while (!c.eof && budget > 0 && c.in_pending() < kMaxInBuffered) {
-    ssize_t n = recv(c.fd.get(), buf, sizeof(buf), 0);
+  while (!c.eof && budget > 0 && c.in_pending() < c.in_limit()) {
+    ssize_t n = recv(c.fd.get(), buf, std::min(sizeof(buf), c.in_limit() - c.in_pending()), 0);
     if (n > 0) {
       c.in.append(buf, static_cast<size_t>(n));
       budget -= std::min(budget, static_cast<size_t>(n));
@@ -231,7 +246,62 @@ void StoreServer::Loop::OnReadable(Conn& c) {
   Process(c);
 }
 
+bool StoreServer::Loop::Authenticate(Conn& c) {
+  std::string_view rest(c.in.data() + c.in_off, c.in_pending());
+  FrameParse fp = ParseFrame(rest, kAuthProofFrameBytes - 4);
+  if (fp.state == FrameState::kIncomplete) {
+    if (c.eof) {
+      CHORUS_WARN("store server: client " << c.peer << " closed the connection before authenticating");
+      Kill(c);
+    }
+    return false;
+  }
+  if (fp.state == FrameState::kInvalid) {
+    Fail(c, fp.opcode, fp.error);
+    return false;
+  }
+  c.in_off += fp.frame.total_bytes;
+  Result<AuthProof> proof = DecodeAuthProof(fp.frame.opcode, fp.frame.payload);
+  if (!proof.ok()) {
+    Fail(c, fp.frame.opcode, proof.status());
+    return false;
+  }
+  const AuthProof& p = proof.value();
+  if (!secret_.empty() && !p.has_secret) {
+    Fail(c, kAuthProofOpcode,
+         MismatchError("the store requires a job secret; this client has none (set CHORUS_SECRET or CHORUS_SECRET_FILE "
+                       "as for the rank that hosts the store)"));
+    return false;
+  }
+  if (secret_.empty() && p.has_secret) {
+    Fail(c, kAuthProofOpcode,
+         MismatchError("the client has a job secret but the store does not (set CHORUS_SECRET or "
+                       "CHORUS_SECRET_FILE on every rank, or on none)"));
+    return false;
+  }
+  Sha256Digest answer{};
+  if (!secret_.empty()) {
+    const Sha256Digest want = StoreClientMac(secret_, c.server_nonce, p.client_nonce);
+    if (!ConstantTimeEqual(p.mac.data(), want.data(), want.size())) {
+      Fail(c, kAuthProofOpcode,
+           MismatchError("the client did not prove the job secret (its CHORUS_SECRET differs: another "
+                         "job's process, or a stranger)"));
+      return false;
+    }
+    answer = StoreServerMac(secret_, c.server_nonce, p.client_nonce);
+  }
+  c.authed = true;
+  CHORUS_TRACE("store server: client " << c.peer << " authenticated");
+  c.out += EncodeAuthAccepted(answer);
+  Flush(c);
+  return !c.dead;
+}
+
 void StoreServer::Loop::Process(Conn& c) {
+  if (!c.dead && !c.closing && !c.authed && !Authenticate(c)) {
+    if (!c.dead) UpdateInterest(c);
+    return;
+  }
   while (!c.dead && !c.closing && !c.parked && c.out_pending() < kMaxOutPending) {
     std::string_view rest(c.in.data() + c.in_off, c.in_pending());
     FrameParse fp = ParseFrame(rest);
@@ -475,7 +545,7 @@ void StoreServer::Loop::Flush(Conn& c) {
 
 void StoreServer::Loop::UpdateInterest(Conn& c) {
   uint32_t want = 0;
-  if (!c.eof && !c.closing && c.in_pending() < kMaxInBuffered && c.out_pending() < kMaxOutPending) {
+  if (!c.eof && !c.closing && c.in_pending() < c.in_limit() && c.out_pending() < kMaxOutPending) {
     want |= EPOLLIN | EPOLLRDHUP;
   }
   if (c.out_pending() > 0) want |= EPOLLOUT;
@@ -538,7 +608,7 @@ Result<UniqueFd> ListenOn(const SocketAddress& addr, const std::string& where, b
 
 }  // namespace
 
-Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_host, uint16_t port) {
+Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_host, uint16_t port, JobSecret secret) {
   Result<UniqueFd> listener = Status(StatusCode::kInternal, "no address tried");
   if (bind_host.empty()) {
     // Every interface: IPv6 dual-stack accepts IPv4 clients too; IPv4 where the
@@ -587,10 +657,13 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_
 
   std::unique_ptr<StoreServer> server(new StoreServer());
   server->port_ = actual;
-  server->loop_ = std::make_unique<Loop>(std::move(listener.value()), std::move(ep), std::move(stop));
+  const bool with_secret = !secret.empty();
+  server->loop_ =
+      std::make_unique<Loop>(std::move(listener.value()), std::move(ep), std::move(stop), std::move(secret));
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] { loop->Run(); });
-  CHORUS_INFO("store server listening on " << (bind_host.empty() ? std::string("*") : bind_host) << ":" << actual);
+  CHORUS_INFO("store server listening on " << (bind_host.empty() ? std::string("*") : bind_host) << ":" << actual
+                                           << (with_secret ? " (clients must prove the job secret)" : ""));
   return server;
 }
 
