@@ -10,8 +10,8 @@
 //                             (zeros unless both sides have a secret)
 //   server -> AUTH_PROOF      u8 OK | 32-byte HMAC(secret, "chorus-store-server", Ns, Nc)
 //                             (zeros without a secret), or an ERROR reply, and it closes.
-// Until then the server reads nothing but that one fixed-size frame: a longer length
-// field is refused before its bytes are read. A secret on one side only is refused,
+// Until then the server reads nothing but that one fixed-size frame (a longer length
+// field is refused before its bytes are read), for at most 10 s. A secret on one side only is refused,
 // both sides saying which side lacks it.
 // Strings in payloads are u32 length + bytes; integers are little-endian int64.
 // Request payloads by opcode:

@@ -32,6 +32,9 @@ constexpr size_t kMaxOutPending = 4 << 20;
 constexpr size_t kMaxInBuffered = kMaxStoreFrameBytes + kStoreFrameHeaderBytes + kReadChunk;
 constexpr int64_t kMaxWaitMs = 7LL * 24 * 3600 * 1000;
 constexpr int kAcceptPauseMs = 100;
+// A client must authenticate within this: a stranger that connects and stays silent
+// holds a descriptor no longer.
+constexpr int64_t kAuthMs = 10 * 1000;
 
 // "'a', 'b' and 3 more": key lists in errors stay readable for big all-gathers.
 std::string QuoteKeys(const std::vector<std::string>& keys) {
@@ -85,6 +88,7 @@ class StoreServer::Loop {
     bool dead = false;     // to be closed at the end of this iteration
     bool authed = false;   // its AUTH_PROOF was accepted: requests may follow
     Nonce server_nonce{};
+    Clock::time_point auth_deadline;
     std::optional<Parked> parked;
     uint32_t interest = 0;
     size_t in_pending() const { return in.size() - in_off; }
@@ -105,6 +109,7 @@ class StoreServer::Loop {
   void KeyAppeared(const std::string& key);
   void Unpark(Conn& c);
   void ExpireParked();
+  void ExpireUnauthenticated();
   int NextTimeoutMs();
   void UpdateInterest(Conn& c);
   void Kill(Conn& c);
@@ -120,7 +125,8 @@ class StoreServer::Loop {
   std::unordered_map<std::string, std::string> kv_;
   std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> parked fds
   size_t parked_count_ = 0;
-  std::vector<int> resume_;  // connections whose buffered input can be processed again
+  size_t unauthenticated_ = 0;  // connections still to prove themselves
+  std::vector<int> resume_;     // connections whose buffered input can be processed again
   std::vector<int> dead_;
   bool accept_paused_ = false;
   Clock::time_point accept_resume_at_;
@@ -149,6 +155,7 @@ void StoreServer::Loop::Run() {
       if (!c->dead && (events[i].events & EPOLLOUT)) Flush(*c);
     }
     ExpireParked();
+    ExpireUnauthenticated();
     while (!resume_.empty()) {
       int fd = resume_.back();
       resume_.pop_back();
@@ -168,13 +175,16 @@ int StoreServer::Loop::NextTimeoutMs() {
   int64_t best = -1;
   const auto now = Clock::now();
   if (accept_paused_) best = kAcceptPauseMs;
-  if (parked_count_ == 0) return static_cast<int>(best);
-  for (auto& [fd, c] : conns_) {
-    if (!c->parked) continue;
+  if (parked_count_ == 0 && unauthenticated_ == 0) return static_cast<int>(best);
+  auto consider = [&](Clock::time_point deadline) {
     // Round up so that we wake at or after the deadline, not just before it.
-    int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(c->parked->deadline - now).count() + 1;
+    int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     ms = std::max<int64_t>(ms, 0);
     if (best < 0 || ms < best) best = ms;
+  };
+  for (auto& [fd, c] : conns_) {
+    if (c->parked) consider(c->parked->deadline);
+    if (!c->authed && !c->dead) consider(c->auth_deadline);
   }
   return static_cast<int>(std::min<int64_t>(best, INT_MAX));
 }
@@ -215,6 +225,8 @@ void StoreServer::Loop::Accept() {
       continue;
     }
     c->server_nonce = nonce.value();
+    c->auth_deadline = Clock::now() + std::chrono::milliseconds(kAuthMs);
+    ++unauthenticated_;
     CHORUS_TRACE("store server: client connected from " << c->peer);
     Conn& conn = *c;
     conns_[fd] = std::move(c);
@@ -291,6 +303,7 @@ bool StoreServer::Loop::Authenticate(Conn& c) {
     answer = StoreServerMac(secret_, c.server_nonce, p.client_nonce);
   }
   c.authed = true;
+  --unauthenticated_;
   CHORUS_TRACE("store server: client " << c.peer << " authenticated");
   c.out += EncodeAuthAccepted(answer);
   Flush(c);
@@ -517,6 +530,17 @@ void StoreServer::Loop::ExpireParked() {
   }
 }
 
+void StoreServer::Loop::ExpireUnauthenticated() {
+  if (unauthenticated_ == 0) return;
+  const auto now = Clock::now();
+  for (auto& [fd, c] : conns_) {
+    if (c->dead || c->authed || c->auth_deadline > now) continue;
+    CHORUS_WARN("store server: dropping client " << c->peer << ": it did not authenticate within "
+                                                 << FormatDuration(kAuthMs));
+    Kill(*c);
+  }
+}
+
 void StoreServer::Loop::Flush(Conn& c) {
   const bool was_full = c.out_pending() >= kMaxOutPending;
   while (c.out_pending() > 0) {
@@ -571,6 +595,7 @@ void StoreServer::Loop::Kill(Conn& c) {
     }
   }
   Unpark(c);
+  if (!c.authed) --unauthenticated_;
   c.dead = true;
   dead_.push_back(c.fd.get());
 }

@@ -594,5 +594,20 @@ TEST(StoreSecret, NothingButTheProofIsReadBeforeAuthentication) {
   EXPECT_FALSE(good.value()->Check({"k"}).value());
 }
 
+TEST(StoreSecret, ASilentClientIsDroppedAfterTheAuthenticationDeadline) {
+  auto server = StartServerWithSecret("open sesame");
+  RawConn silent(server->port());
+  const auto start = Clock::now();
+  bool closed = false;
+  std::string got;
+  // The server allows 10 s; each read waits up to 5 s.
+  for (int i = 0; i < 6 * testing::kSlowdown && !closed; ++i) got += silent.ReadUntilClose(&closed);
+  EXPECT_TRUE(closed) << "a client that never authenticates must not hold its connection";
+  EXPECT_GE(MsSince(start), 9000);
+  EXPECT_EQ(got.size(), kAuthChallengeFrameBytes);  // the challenge, then nothing
+  auto good = StoreClient::Connect("127.0.0.1", server->port(), Deadline::AfterMs(5000), JobSecret("open sesame"));
+  EXPECT_TRUE(good.ok()) << good.status().ToString();
+}
+
 }  // namespace
 }  // namespace chorus::rendezvous
