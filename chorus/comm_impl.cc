@@ -93,6 +93,7 @@ Status CommunicatorImpl::Init(const Options& options) {
         rendezvous::ResolveInit(options.init_method, options.rank, options.world_size, ProcessEnv());
     if (!spec.ok()) return spec.status();
     spec_ = spec.value();
+    spec_.secret = config_.secret;
     // 2. Meet the other ranks at the store.
     Result<rendezvous::Rendezvous> rdv = rendezvous::Join(spec_, Deadline::AfterMs(config_.connect_timeout_ms));
     if (!rdv.ok()) return rdv.status().WithContext("rank " + std::to_string(spec_.rank) + " rendezvous");

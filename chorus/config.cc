@@ -200,6 +200,21 @@ const std::vector<Setting>& Table() {
                     "deadline of every blocking wait; a dead peer becomes an error naming it", 1000));
     t.push_back(Int("CHORUS_CONNECT_TIMEOUT", "seconds", &Config::connect_timeout_ms, 1, 24 * 3600,
                     "deadline of rendezvous and connection set-up", 1000));
+    // The secret's value is never shown: the table prints only whether one is set.
+    t.push_back(Setting{
+        "CHORUS_SECRET", "text", "any text (never printed or logged)",
+        "the job secret: the store and every TCP connection admit only processes that prove they "
+        "know it (docs/design/job_secret.md); `chorusrun` makes one for a one-node job when none is set; none: any "
+        "process that reaches the store can join",
+        [](const std::string& v, Config& c) -> Status {
+          if (v.empty()) return InvalidArgument("CHORUS_SECRET is set but empty");
+          c.secret = JobSecret(v);
+          return Status::Ok();
+        },
+        [](const Config& c) { return std::string(c.secret.empty() ? "(none)" : "(set)"); }});
+    t.push_back(Text("CHORUS_SECRET_FILE", &Config::secret_file, "(none)",
+                     "a file only its owner may read (mode 600 or stricter)",
+                     "read the job secret from this file instead (one trailing newline dropped)"));
     t.push_back(Mode("CHORUS_TRANSPORT", &Config::transport, kTransportModes,
                      "`auto`: shared memory within a host, between hosts RDMA where every rank has a verbs device, "
                      "else TCP; `shm`: as auto, but an error where ranks of one host cannot share memory; `tcp`, "
@@ -329,6 +344,15 @@ Result<Config> Config::FromEnv(const EnvLookup& env) {
   for (const Setting& s : Table()) {
     if (!s.read) continue;
     if (std::optional<std::string> v = env(s.name)) CHORUS_RETURN_IF_ERROR(s.read(*v, c));
+  }
+  if (!c.secret_file.empty()) {
+    if (!c.secret.empty()) {
+      return InvalidArgument("both CHORUS_SECRET and CHORUS_SECRET_FILE=" + c.secret_file +
+                             " are set; set one of them");
+    }
+    Result<JobSecret> s = ReadSecretFile(c.secret_file);
+    if (!s.ok()) return s.status();
+    c.secret = std::move(s.value());
   }
   if (c.early_resume_bytes > c.early_pause_bytes) {
     return InvalidArgument("CHORUS_EARLY_RESUME (" + FormatBytes(c.early_resume_bytes) +

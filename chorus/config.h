@@ -11,6 +11,7 @@
 
 #include "algos/algorithm.h"
 #include "common/env.h"
+#include "common/job_secret.h"
 #include "common/status.h"
 
 namespace chorus {
@@ -65,6 +66,8 @@ struct Config {
   int64_t scratch_cache_bytes = int64_t{256} << 20;         // CHORUS_SCRATCH_CACHE
   int64_t early_pause_bytes = int64_t{64} << 20;            // CHORUS_EARLY_PAUSE
   int64_t early_resume_bytes = int64_t{16} << 20;           // CHORUS_EARLY_RESUME
+  JobSecret secret;                                         // CHORUS_SECRET or CHORUS_SECRET_FILE's content
+  std::string secret_file;                                  // CHORUS_SECRET_FILE
 
   // Reads every CHORUS_* variable; an error names the variable, its bad value and
   // the values allowed.

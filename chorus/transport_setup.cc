@@ -46,6 +46,7 @@ transport::TcpOptions TcpOptionsFor(const Config& config, const std::string& bin
   o.early_cache_bytes = config.scratch_cache_bytes;
   o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
   o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
+  o.secret = config.secret;
   return o;
 }
 

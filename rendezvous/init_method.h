@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/env.h"
+#include "common/job_secret.h"
 #include "common/status.h"
 
 namespace chorus::rendezvous {
@@ -28,6 +29,9 @@ struct InitSpec {
   // Where rank/size came from: "arguments", "torchrun/env", "SLURM", "Open MPI", "PBS"
   // ("PMI" for an MPICH-hydra launch outside PBS).
   std::string source;
+  // CHORUS_SECRET / CHORUS_SECRET_FILE (set by the caller from its Config, not by
+  // ResolveInit): the store admits only processes that know it.
+  JobSecret secret;
 };
 
 // `init_method`: "env://", "tcp://host:port" (IPv4, name or [IPv6]), "file:///abs/path";

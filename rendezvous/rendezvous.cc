@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -117,7 +118,7 @@ Result<Rendezvous> JoinTcp(const InitSpec& spec, Deadline deadline) {
   Rendezvous rdv;
   const std::string where = JoinHostPort(spec.master_addr, spec.master_port);
   if (spec.rank == 0) {
-    Result<std::unique_ptr<StoreServer>> server = StoreServer::Start("", spec.master_port);
+    Result<std::unique_ptr<StoreServer>> server = StoreServer::Start("", spec.master_port, spec.secret);
     if (server.ok()) {
       rdv.server = std::move(server.value());
     } else if (server.status().code() == StatusCode::kUnavailable) {
@@ -126,7 +127,8 @@ Result<Rendezvous> JoinTcp(const InitSpec& spec, Deadline deadline) {
       return server.status().WithContext("rank 0 starting the store for " + spec.method + "://");
     }
   }
-  Result<std::unique_ptr<StoreClient>> client = StoreClient::Connect(spec.master_addr, spec.master_port, deadline);
+  Result<std::unique_ptr<StoreClient>> client =
+      StoreClient::Connect(spec.master_addr, spec.master_port, deadline, spec.secret);
   if (!client.ok()) {
     return client.status().WithContext("rank " + std::to_string(spec.rank) + " joining " + spec.method +
                                        ":// (MASTER_ADDR:MASTER_PORT = " + where + ")");
@@ -142,7 +144,7 @@ Result<Rendezvous> HostFileStore(const InitSpec& spec, Deadline deadline) {
     return IoError("rank 0 cannot remove the old rendezvous file " + path, errno);
   }
   Rendezvous rdv;
-  Result<std::unique_ptr<StoreServer>> server = StoreServer::Start("", 0);
+  Result<std::unique_ptr<StoreServer>> server = StoreServer::Start("", 0, spec.secret);
   if (!server.ok()) return server.status().WithContext("rank 0 starting the store for file://" + path);
   rdv.server = std::move(server.value());
   FileRecord rec;
@@ -151,7 +153,7 @@ Result<Rendezvous> HostFileStore(const InitSpec& spec, Deadline deadline) {
   rec.nonce = RandomHex();
   rec.world_size = spec.world_size;
   rec.writer = HostName() + " pid " + std::to_string(getpid());
-  Result<std::unique_ptr<StoreClient>> client = StoreClient::Connect(rec.host, rec.port, deadline);
+  Result<std::unique_ptr<StoreClient>> client = StoreClient::Connect(rec.host, rec.port, deadline, spec.secret);
   if (!client.ok()) return client.status().WithContext("rank 0 connecting to its own store");
   StoreClient& own = *client.value();
   rdv.store = std::move(client.value());
@@ -174,7 +176,11 @@ Status TryRecord(const InitSpec& spec, const FileRecord& rec, Deadline deadline,
   // Rank 0's store is up before its file exists, so no answer means "stale" or "slow":
   // try briefly, re-read the file, and try again with more patience.
   Result<std::unique_ptr<StoreClient>> c =
-      StoreClient::Connect(rec.host, rec.port, deadline.Earlier(Deadline::AfterMs(connect_ms)));
+      StoreClient::Connect(rec.host, rec.port, deadline.Earlier(Deadline::AfterMs(connect_ms)), spec.secret);
+  if (!c.ok() && c.status().code() == StatusCode::kMismatch) {
+    return MismatchError("it names the store " + where + " (written by " + rec.writer +
+                         "), which refused: " + c.status().message());
+  }
   if (!c.ok()) {
     return PeerFailed("it names the store " + where + " (written by " + rec.writer +
                       ") but nothing answers there; it looks stale from an earlier run (" + c.status().message() + ")");
@@ -251,6 +257,10 @@ Result<Rendezvous> Join(const InitSpec& spec, Deadline deadline) {
   if (spec.world_size < 1 || spec.rank < 0 || spec.rank >= spec.world_size) {
     return InvalidArgument("rendezvous: rank " + std::to_string(spec.rank) + " is not in [0, " +
                            std::to_string(spec.world_size) + ")");
+  }
+  if (spec.secret.empty()) {
+    static std::once_flag said;
+    std::call_once(said, [] { CHORUS_INFO("no job secret: any process that reaches the store can join"); });
   }
   if (spec.method == "env" || spec.method == "tcp") {
     if (spec.master_addr.empty() || spec.master_port == 0) {

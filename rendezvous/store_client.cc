@@ -17,7 +17,8 @@ int64_t TimeoutMs(std::chrono::milliseconds t) { return std::max<int64_t>(t.coun
 
 }  // namespace
 
-Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& host, uint16_t port, Deadline deadline) {
+Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& host, uint16_t port, Deadline deadline,
+                                                          const JobSecret& secret) {
   const std::string address = JoinHostPort(host, port);
   if (host.empty()) return InvalidArgument("store address has no host (port " + std::to_string(port) + ")");
   if (port == 0) return InvalidArgument("store address " + address + " has port 0");
@@ -35,13 +36,13 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& hos
       Result<UniqueFd> fd = ConnectOnce(addrs.value(), deadline.Earlier(Deadline::AfterMs(5000)));
       if (fd.ok()) {
         std::unique_ptr<StoreClient> client(new StoreClient(std::move(fd.value()), address));
-        StoreRequest ping;
-        Result<StoreReply> pong = client->CallLocked(ping, deadline.Earlier(Deadline::AfterMs(30 * 1000)));
-        if (!pong.ok()) {
-          return Status(pong.status().code(), "connected to " + address +
-                                                  " but it did not answer a store PING (is a chorus store "
-                                                  "listening there?): " +
-                                                  pong.status().message());
+        Status auth = client->Authenticate(secret, deadline.Earlier(Deadline::AfterMs(30 * 1000)));
+        if (!auth.ok()) {
+          if (auth.code() == StatusCode::kMismatch) return auth;
+          return Status(auth.code(), "connected to " + address +
+                                         " but it did not authenticate as a store (is a chorus store of this "
+                                         "version listening there?): " +
+                                         auth.message());
         }
         CHORUS_TRACE("connected to store " << address << " after " << attempts << " attempt(s)");
         return client;
@@ -56,6 +57,66 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& hos
   }
   return TimeoutError("could not connect to the store at " + address + " within " + FormatDuration(ElapsedMs(start)) +
                       " (" + std::to_string(attempts) + " attempts; last error: " + last.message() + ")");
+}
+
+Status StoreClient::ReadFrame(uint32_t max_length, Deadline deadline, uint8_t* opcode, std::string* payload) {
+  const std::string peer = "store " + address_;
+  for (;;) {
+    FrameParse fp = ParseFrame(inbuf_, max_length);
+    if (fp.state == FrameState::kInvalid) return fp.error.WithContext("from " + peer);
+    if (fp.state == FrameState::kComplete) {
+      *opcode = fp.frame.opcode;
+      payload->assign(fp.frame.payload);
+      inbuf_.erase(0, fp.frame.total_bytes);
+      return Status::Ok();
+    }
+    CHORUS_RETURN_IF_ERROR(RecvSome(fd_.get(), &inbuf_, deadline, peer));
+  }
+}
+
+Status StoreClient::Authenticate(const JobSecret& secret, Deadline deadline) {
+  const std::string peer = "the store at " + address_;
+  uint8_t opcode = 0;
+  std::string payload;
+  // An ERROR frame can stand where the challenge should (a store of another version).
+  CHORUS_RETURN_IF_ERROR(ReadFrame(kMaxAuthReplyLength, deadline, &opcode, &payload));
+  Result<AuthChallenge> challenge = DecodeAuthChallenge(opcode, payload);
+  if (!challenge.ok()) return challenge.status().WithContext(peer);
+  Result<Nonce> nonce = NewNonce();
+  if (!nonce.ok()) return nonce.status();
+  AuthProof proof;
+  proof.has_secret = !secret.empty();
+  proof.client_nonce = nonce.value();
+  // The MAC goes only to a store that asks for one: a store without a secret gets zeros.
+  if (proof.has_secret && challenge->secret)
+    proof.mac = StoreClientMac(secret, challenge->server_nonce, proof.client_nonce);
+  // Sent even when the secrets' presence differs, so that the server logs why it was refused.
+  Status sent = SendAll(fd_.get(), EncodeAuthProof(proof), deadline, peer);
+  if (challenge->secret && secret.empty()) {
+    return MismatchError(peer +
+                         " requires a job secret and this process has none (set CHORUS_SECRET or "
+                         "CHORUS_SECRET_FILE as for the rank that hosts the store; chorusrun sets it for its ranks)");
+  }
+  if (!challenge->secret && !secret.empty()) {
+    return MismatchError("this process has a job secret but " + peer +
+                         " does not (set CHORUS_SECRET or CHORUS_SECRET_FILE on every rank, or on none)");
+  }
+  CHORUS_RETURN_IF_ERROR(sent);
+  CHORUS_RETURN_IF_ERROR(ReadFrame(kMaxAuthReplyLength, deadline, &opcode, &payload));
+  Result<Sha256Digest> answer = DecodeAuthAnswer(opcode, payload);
+  if (!answer.ok()) {
+    if (answer.status().code() == StatusCode::kMismatch) {
+      return MismatchError(peer + " refused this process: " + answer.status().message());
+    }
+    return answer.status().WithContext(peer);
+  }
+  if (!secret.empty()) {
+    const Sha256Digest want = StoreServerMac(secret, challenge->server_nonce, proof.client_nonce);
+    if (!ConstantTimeEqual(answer->data(), want.data(), want.size())) {
+      return MismatchError(peer + " did not prove the job secret: it is not this job's store");
+    }
+  }
+  return Status::Ok();
 }
 
 void StoreClient::set_io_timeout(std::chrono::milliseconds timeout) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/job_secret.h"
 #include "common/status.h"
 #include "rendezvous/socket_io.h"
 #include "rendezvous/store.h"
@@ -23,8 +24,11 @@ namespace chorus::rendezvous {
 class StoreClient : public Store {
  public:
   // Connects to host:port, retrying refused/unreachable connections until `deadline`
-  // (the server may not be up yet), then PINGs to check a store is listening there.
-  static Result<std::unique_ptr<StoreClient>> Connect(const std::string& host, uint16_t port, Deadline deadline);
+  // (the server may not be up yet), then authenticates (store_protocol.h): with a
+  // `secret` both sides prove they know it; a secret on one side only, or another
+  // one, is an error at once (kMismatch) saying which.
+  static Result<std::unique_ptr<StoreClient>> Connect(const std::string& host, uint16_t port, Deadline deadline,
+                                                      const JobSecret& secret = JobSecret());
 
   Status Set(const std::string& key, std::string value) override;
   // Waits up to `timeout` for the key to exist; a timeout error names the key.
@@ -57,6 +61,9 @@ class StoreClient : public Store {
   // itself may hold the request (GET/WAIT timeouts).
   Result<StoreReply> Call(const StoreRequest& request, std::chrono::milliseconds server_wait);
   Result<StoreReply> CallLocked(const StoreRequest& request, Deadline deadline);
+  Status Authenticate(const JobSecret& secret, Deadline deadline);
+  // Reads one frame of at most `max_length` (its length field) into `*frame`.
+  Status ReadFrame(uint32_t max_length, Deadline deadline, uint8_t* opcode, std::string* payload);
 
   std::mutex mu_;
   UniqueFd fd_;

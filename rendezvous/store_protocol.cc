@@ -1,5 +1,6 @@
 #include "rendezvous/store_protocol.h"
 
+#include <array>
 #include <cstring>
 
 namespace chorus::rendezvous {
@@ -92,7 +93,7 @@ const char* StoreOpName(StoreOp op) {
   return "UNKNOWN";
 }
 
-FrameParse ParseFrame(std::string_view buffer) {
+FrameParse ParseFrame(std::string_view buffer, uint32_t max_length) {
   FrameParse r;
   if (buffer.size() < 4) return r;
   uint32_t length = LoadU32(buffer.data());
@@ -102,10 +103,11 @@ FrameParse ParseFrame(std::string_view buffer) {
         ProtocolError("frame length " + std::to_string(length) + " is shorter than its 2-byte version/opcode header");
     return r;
   }
-  if (length > kMaxStoreFrameBytes) {
+  if (length > max_length) {
     r.state = FrameState::kInvalid;
-    r.error = ProtocolError("frame length " + std::to_string(length) + " exceeds the limit of " +
-                            std::to_string(kMaxStoreFrameBytes) + " bytes (64 MiB)");
+    r.error =
+        ProtocolError("frame length " + std::to_string(length) + " exceeds the limit of " + std::to_string(max_length) +
+                      " bytes" + (max_length == kMaxStoreFrameBytes ? " (64 MiB)" : " before authentication"));
     return r;
   }
   if (buffer.size() < 5) return r;
@@ -278,6 +280,89 @@ Result<StoreReply> DecodeReply(StoreOp op, uint8_t opcode, std::string_view payl
                          " bytes)");
   }
   return reply;
+}
+
+namespace {
+
+void PutBytes(std::string* out, const uint8_t* p, size_t n) { out->append(reinterpret_cast<const char*>(p), n); }
+template <size_t N>
+void TakeBytes(std::string_view* in, std::array<uint8_t, N>* out) {
+  std::memcpy(out->data(), in->data(), N);
+  in->remove_prefix(N);
+}
+
+}  // namespace
+
+std::string EncodeAuthChallenge(const AuthChallenge& c) {
+  std::string p(1, static_cast<char>(c.secret ? 1 : 0));
+  PutBytes(&p, c.server_nonce.data(), c.server_nonce.size());
+  return EncodeFrame(kAuthChallengeOpcode, p);
+}
+
+Result<AuthChallenge> DecodeAuthChallenge(uint8_t opcode, std::string_view payload) {
+  if (opcode != kAuthChallengeOpcode || payload.size() != kAuthChallengeFrameBytes - kStoreFrameHeaderBytes ||
+      static_cast<uint8_t>(payload[0]) > 1) {
+    return ProtocolError("expected the store's AUTH_CHALLENGE, got opcode " + std::to_string(opcode) + " with " +
+                         std::to_string(payload.size()) + " payload bytes");
+  }
+  AuthChallenge c;
+  c.secret = payload[0] == 1;
+  payload.remove_prefix(1);
+  TakeBytes(&payload, &c.server_nonce);
+  return c;
+}
+
+std::string EncodeAuthProof(const AuthProof& a) {
+  std::string p(1, static_cast<char>(a.has_secret ? 1 : 0));
+  PutBytes(&p, a.client_nonce.data(), a.client_nonce.size());
+  PutBytes(&p, a.mac.data(), a.mac.size());
+  return EncodeFrame(kAuthProofOpcode, p);
+}
+
+Result<AuthProof> DecodeAuthProof(uint8_t opcode, std::string_view payload) {
+  if (opcode != kAuthProofOpcode || payload.size() != kAuthProofFrameBytes - kStoreFrameHeaderBytes ||
+      static_cast<uint8_t>(payload[0]) > 1) {
+    return ProtocolError("the first frame is not an AUTH_PROOF (opcode " + std::to_string(opcode) + ", " +
+                         std::to_string(payload.size()) + " payload bytes): not a chorus store client of this version");
+  }
+  AuthProof a;
+  a.has_secret = payload[0] == 1;
+  payload.remove_prefix(1);
+  TakeBytes(&payload, &a.client_nonce);
+  TakeBytes(&payload, &a.mac);
+  return a;
+}
+
+std::string EncodeAuthAccepted(const Sha256Digest& server_mac) {
+  std::string p(1, static_cast<char>(ReplyCode::kOk));
+  PutBytes(&p, server_mac.data(), server_mac.size());
+  return EncodeFrame(kAuthProofOpcode, p);
+}
+
+Result<Sha256Digest> DecodeAuthAnswer(uint8_t opcode, std::string_view payload) {
+  Reader r(payload);
+  uint8_t code = 0;
+  std::string message;
+  if (r.U8(&code) && code == static_cast<uint8_t>(ReplyCode::kError) && r.Str(&message) && r.done()) {
+    return MismatchError(message);
+  }
+  if (opcode != kAuthProofOpcode || code != static_cast<uint8_t>(ReplyCode::kOk) ||
+      payload.size() != kAuthAnswerFrameBytes - kStoreFrameHeaderBytes) {
+    return ProtocolError("malformed answer to AUTH_PROOF (opcode " + std::to_string(opcode) + ", " +
+                         std::to_string(payload.size()) + " bytes)");
+  }
+  payload.remove_prefix(1);
+  Sha256Digest mac;
+  TakeBytes(&payload, &mac);
+  return mac;
+}
+
+Sha256Digest StoreClientMac(const JobSecret& secret, const Nonce& server_nonce, const Nonce& client_nonce) {
+  return secret.Mac("chorus-store-client", {View(server_nonce), View(client_nonce)});
+}
+
+Sha256Digest StoreServerMac(const JobSecret& secret, const Nonce& server_nonce, const Nonce& client_nonce) {
+  return secret.Mac("chorus-store-server", {View(server_nonce), View(client_nonce)});
 }
 
 }  // namespace chorus::rendezvous

@@ -1,7 +1,18 @@
 // The key-value store's wire protocol. Every message, request or reply, is a frame:
 //
-//   u32 length (little endian, of the bytes after it) | u8 version (=1) | u8 opcode | payload
+//   u32 length (little endian, of the bytes after it) | u8 version (=2) | u8 opcode | payload
 //
+// Authentication comes first, whether or not the job has a secret (version 2; the
+// secret itself never travels, docs/design/job_secret.md):
+//   server -> AUTH_CHALLENGE  u8 mode (0: no secret, 1: HMAC-SHA256) | 16-byte nonce Ns
+//   client -> AUTH_PROOF      u8 has_secret | 16-byte nonce Nc |
+//                             32-byte HMAC(secret, "chorus-store-client", Ns, Nc)
+//                             (zeros unless both sides have a secret)
+//   server -> AUTH_PROOF      u8 OK | 32-byte HMAC(secret, "chorus-store-server", Ns, Nc)
+//                             (zeros without a secret), or an ERROR reply, and it closes.
+// Until then the server reads nothing but that one fixed-size frame (a longer length
+// field is refused before its bytes are read), for at most 10 s. A secret on one side only is refused,
+// both sides saying which side lacks it.
 // Strings in payloads are u32 length + bytes; integers are little-endian int64.
 // Request payloads by opcode:
 //   SET         key, value
@@ -31,11 +42,12 @@
 #include <string_view>
 #include <vector>
 
+#include "common/job_secret.h"
 #include "common/status.h"
 
 namespace chorus::rendezvous {
 
-inline constexpr uint8_t kStoreProtocolVersion = 1;
+inline constexpr uint8_t kStoreProtocolVersion = 2;  // 2: authentication first
 // Upper bound on a frame's length field (the bytes after it).
 inline constexpr uint32_t kMaxStoreFrameBytes = 64u << 20;
 // u32 length + u8 version + u8 opcode.
@@ -54,6 +66,39 @@ enum class StoreOp : uint8_t {
 };
 bool IsKnownStoreOp(uint8_t opcode);
 const char* StoreOpName(StoreOp op);
+
+// The authentication frames' opcodes (not requests: IsKnownStoreOp is false for them).
+inline constexpr uint8_t kAuthChallengeOpcode = 10;
+inline constexpr uint8_t kAuthProofOpcode = 11;
+// Whole frames, header included.
+inline constexpr size_t kAuthChallengeFrameBytes = kStoreFrameHeaderBytes + 1 + 16;
+inline constexpr size_t kAuthProofFrameBytes = kStoreFrameHeaderBytes + 1 + 16 + 32;
+inline constexpr size_t kAuthAnswerFrameBytes = kStoreFrameHeaderBytes + 1 + 32;
+// What a client reads of the server's frames before it is authenticated (room for an
+// ERROR reply's message).
+inline constexpr uint32_t kMaxAuthReplyLength = 4096;
+
+struct AuthChallenge {
+  bool secret = false;  // the server requires a job secret
+  Nonce server_nonce{};
+};
+struct AuthProof {
+  bool has_secret = false;
+  Nonce client_nonce{};
+  Sha256Digest mac{};
+};
+
+std::string EncodeAuthChallenge(const AuthChallenge& c);  // a whole frame
+Result<AuthChallenge> DecodeAuthChallenge(uint8_t opcode, std::string_view payload);
+std::string EncodeAuthProof(const AuthProof& p);  // a whole frame
+Result<AuthProof> DecodeAuthProof(uint8_t opcode, std::string_view payload);
+// The server's answer to a proof: OK with its own MAC (an ERROR reply otherwise: EncodeErrorReply).
+std::string EncodeAuthAccepted(const Sha256Digest& server_mac);
+// The server's MAC from an OK answer; an ERROR answer is kMismatch carrying its message.
+Result<Sha256Digest> DecodeAuthAnswer(uint8_t opcode, std::string_view payload);
+// The two MACs of the exchange; different labels, so one side's cannot stand for the other's.
+Sha256Digest StoreClientMac(const JobSecret& secret, const Nonce& server_nonce, const Nonce& client_nonce);
+Sha256Digest StoreServerMac(const JobSecret& secret, const Nonce& server_nonce, const Nonce& client_nonce);
 
 enum class ReplyCode : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
 
@@ -89,8 +134,9 @@ struct FrameParse {
 
 // Looks for one frame at the start of `buffer`. kIncomplete: more bytes are needed
 // (and could make it valid); kInvalid: no continuation can (length out of range,
-// other version).
-FrameParse ParseFrame(std::string_view buffer);
+// other version). `max_length` bounds the length field (before authentication: the
+// one frame expected).
+FrameParse ParseFrame(std::string_view buffer, uint32_t max_length = kMaxStoreFrameBytes);
 std::string EncodeFrame(uint8_t opcode, std::string_view payload);
 
 std::string EncodeRequest(const StoreRequest& request);  // a whole frame

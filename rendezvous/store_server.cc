@@ -33,6 +33,9 @@ constexpr size_t kMaxOutPending = 4 << 20;
 constexpr size_t kMaxInBuffered = kMaxStoreFrameBytes + kStoreFrameHeaderBytes + kReadChunk;
 constexpr int64_t kMaxWaitMs = 7LL * 24 * 3600 * 1000;
 constexpr int kAcceptPauseMs = 100;
+// A client must authenticate within this: a stranger that connects and stays silent
+// holds a descriptor no longer.
+constexpr int64_t kAuthMs = 10 * 1000;
 
 // "'a', 'b' and 3 more": key lists in errors stay readable for big all-gathers.
 std::string QuoteKeys(const std::vector<std::string>& keys) {
@@ -56,8 +59,8 @@ std::string PeerName(int fd) {
 
 class StoreServer::Loop {
  public:
-  Loop(UniqueFd listen, UniqueFd epoll, UniqueFd stop)
-      : listen_(std::move(listen)), epoll_(std::move(epoll)), stop_(std::move(stop)) {}
+  Loop(UniqueFd listen, UniqueFd epoll, UniqueFd stop, JobSecret secret)
+      : listen_(std::move(listen)), epoll_(std::move(epoll)), stop_(std::move(stop)), secret_(std::move(secret)) {}
 
   void Run();
   void Stop() {
@@ -87,16 +90,22 @@ class StoreServer::Loop {
     bool eof = false;      // the client closed its side
     bool closing = false;  // close once `out` is flushed
     bool dead = false;     // to be closed at the end of this iteration
+    bool authed = false;   // its AUTH_PROOF was accepted: requests may follow
+    Nonce server_nonce{};
+    Clock::time_point auth_deadline;
     std::optional<Parked> parked;
     uint32_t interest = 0;
     size_t in_pending() const { return in.size() - in_off; }
     size_t out_pending() const { return out.size() - out_off; }
+    // Before authentication nothing but the one AUTH_PROOF frame is read.
+    size_t in_limit() const { return authed ? kMaxInBuffered : kAuthProofFrameBytes; }
   };
 
   void Accept();
   void OnReadable(Conn& c);
   void Flush(Conn& c);
   void Process(Conn& c);
+  bool Authenticate(Conn& c);
   void Handle(Conn& c, StoreRequest req);
   void Reply(Conn& c, StoreOp op, const StoreReply& reply);
   void Fail(Conn& c, uint8_t opcode, const Status& why);
@@ -104,6 +113,7 @@ class StoreServer::Loop {
   void KeyAppeared(const std::string& key);
   void Unpark(Conn& c);
   void ExpireParked();
+  void ExpireUnauthenticated();
   int NextTimeoutMs();
   void UpdateInterest(Conn& c);
   void Kill(Conn& c);
@@ -121,11 +131,13 @@ class StoreServer::Loop {
 
   UniqueFd listen_, epoll_, stop_;
   std::atomic<bool> stop_requested_{false}, close_listener_{false};
+  const JobSecret secret_;
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;
   std::unordered_map<std::string, std::string> kv_;
   std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> parked fds
   size_t parked_count_ = 0;
-  std::vector<int> resume_;  // connections whose buffered input can be processed again
+  size_t unauthenticated_ = 0;  // connections still to prove themselves
+  std::vector<int> resume_;     // connections whose buffered input can be processed again
   std::vector<int> dead_;
   bool accept_paused_ = false;
   Clock::time_point accept_resume_at_;
@@ -164,6 +176,7 @@ void StoreServer::Loop::Run() {
       if (!c->dead && (events[i].events & EPOLLOUT)) Flush(*c);
     }
     ExpireParked();
+    ExpireUnauthenticated();
     while (!resume_.empty()) {
       int fd = resume_.back();
       resume_.pop_back();
@@ -183,13 +196,16 @@ int StoreServer::Loop::NextTimeoutMs() {
   int64_t best = -1;
   const auto now = Clock::now();
   if (accept_paused_) best = kAcceptPauseMs;
-  if (parked_count_ == 0) return static_cast<int>(best);
-  for (auto& [fd, c] : conns_) {
-    if (!c->parked) continue;
+  if (parked_count_ == 0 && unauthenticated_ == 0) return static_cast<int>(best);
+  auto consider = [&](Clock::time_point deadline) {
     // Round up so that we wake at or after the deadline, not just before it.
-    int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(c->parked->deadline - now).count() + 1;
+    int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     ms = std::max<int64_t>(ms, 0);
     if (best < 0 || ms < best) best = ms;
+  };
+  for (auto& [fd, c] : conns_) {
+    if (c->parked) consider(c->parked->deadline);
+    if (!c->authed && !c->dead) consider(c->auth_deadline);
   }
   return static_cast<int>(std::min<int64_t>(best, INT_MAX));
 }
@@ -224,16 +240,27 @@ void StoreServer::Loop::Accept() {
       continue;  // `c` closes the socket
     }
     c->interest = ev.events;
+    Result<Nonce> nonce = NewNonce();
+    if (!nonce.ok()) {
+      CHORUS_WARN("store server: dropping client " << c->peer << ": " << nonce.status().message());
+      continue;
+    }
+    c->server_nonce = nonce.value();
+    c->auth_deadline = Clock::now() + std::chrono::milliseconds(kAuthMs);
+    ++unauthenticated_;
     CHORUS_TRACE("store server: client connected from " << c->peer);
+    Conn& conn = *c;
     conns_[fd] = std::move(c);
+    conn.out = EncodeAuthChallenge({!secret_.empty(), conn.server_nonce});
+    Flush(conn);
   }
 }
 
 void StoreServer::Loop::OnReadable(Conn& c) {
   char buf[kReadChunk];
   size_t budget = kReadBudget;
-  while (!c.eof && budget > 0 && c.in_pending() < kMaxInBuffered) {
-    ssize_t n = recv(c.fd.get(), buf, sizeof(buf), 0);
+  while (!c.eof && budget > 0 && c.in_pending() < c.in_limit()) {
+    ssize_t n = recv(c.fd.get(), buf, std::min(sizeof(buf), c.in_limit() - c.in_pending()), 0);
     if (n > 0) {
       c.in.append(buf, static_cast<size_t>(n));
       budget -= std::min(budget, static_cast<size_t>(n));
@@ -252,7 +279,63 @@ void StoreServer::Loop::OnReadable(Conn& c) {
   Process(c);
 }
 
+bool StoreServer::Loop::Authenticate(Conn& c) {
+  std::string_view rest(c.in.data() + c.in_off, c.in_pending());
+  FrameParse fp = ParseFrame(rest, kAuthProofFrameBytes - 4);
+  if (fp.state == FrameState::kIncomplete) {
+    if (c.eof) {
+      CHORUS_WARN("store server: client " << c.peer << " closed the connection before authenticating");
+      Kill(c);
+    }
+    return false;
+  }
+  if (fp.state == FrameState::kInvalid) {
+    Fail(c, fp.opcode, fp.error);
+    return false;
+  }
+  c.in_off += fp.frame.total_bytes;
+  Result<AuthProof> proof = DecodeAuthProof(fp.frame.opcode, fp.frame.payload);
+  if (!proof.ok()) {
+    Fail(c, fp.frame.opcode, proof.status());
+    return false;
+  }
+  const AuthProof& p = proof.value();
+  if (!secret_.empty() && !p.has_secret) {
+    Fail(c, kAuthProofOpcode,
+         MismatchError("the store requires a job secret; this client has none (set CHORUS_SECRET or CHORUS_SECRET_FILE "
+                       "as for the rank that hosts the store)"));
+    return false;
+  }
+  if (secret_.empty() && p.has_secret) {
+    Fail(c, kAuthProofOpcode,
+         MismatchError("the client has a job secret but the store does not (set CHORUS_SECRET or "
+                       "CHORUS_SECRET_FILE on every rank, or on none)"));
+    return false;
+  }
+  Sha256Digest answer{};
+  if (!secret_.empty()) {
+    const Sha256Digest want = StoreClientMac(secret_, c.server_nonce, p.client_nonce);
+    if (!ConstantTimeEqual(p.mac.data(), want.data(), want.size())) {
+      Fail(c, kAuthProofOpcode,
+           MismatchError("the client did not prove the job secret (its CHORUS_SECRET differs: another "
+                         "job's process, or a stranger)"));
+      return false;
+    }
+    answer = StoreServerMac(secret_, c.server_nonce, p.client_nonce);
+  }
+  c.authed = true;
+  --unauthenticated_;
+  CHORUS_TRACE("store server: client " << c.peer << " authenticated");
+  c.out += EncodeAuthAccepted(answer);
+  Flush(c);
+  return !c.dead;
+}
+
 void StoreServer::Loop::Process(Conn& c) {
+  if (!c.dead && !c.closing && !c.authed && !Authenticate(c)) {
+    if (!c.dead) UpdateInterest(c);
+    return;
+  }
   while (!c.dead && !c.closing && !c.parked && c.out_pending() < kMaxOutPending) {
     std::string_view rest(c.in.data() + c.in_off, c.in_pending());
     FrameParse fp = ParseFrame(rest);
@@ -468,6 +551,17 @@ void StoreServer::Loop::ExpireParked() {
   }
 }
 
+void StoreServer::Loop::ExpireUnauthenticated() {
+  if (unauthenticated_ == 0) return;
+  const auto now = Clock::now();
+  for (auto& [fd, c] : conns_) {
+    if (c->dead || c->authed || c->auth_deadline > now) continue;
+    CHORUS_WARN("store server: dropping client " << c->peer << ": it did not authenticate within "
+                                                 << FormatDuration(kAuthMs));
+    Kill(*c);
+  }
+}
+
 void StoreServer::Loop::Flush(Conn& c) {
   const bool was_full = c.out_pending() >= kMaxOutPending;
   while (c.out_pending() > 0) {
@@ -496,7 +590,7 @@ void StoreServer::Loop::Flush(Conn& c) {
 
 void StoreServer::Loop::UpdateInterest(Conn& c) {
   uint32_t want = 0;
-  if (!c.eof && !c.closing && c.in_pending() < kMaxInBuffered && c.out_pending() < kMaxOutPending) {
+  if (!c.eof && !c.closing && c.in_pending() < c.in_limit() && c.out_pending() < kMaxOutPending) {
     want |= EPOLLIN | EPOLLRDHUP;
   }
   if (c.out_pending() > 0) want |= EPOLLOUT;
@@ -522,6 +616,7 @@ void StoreServer::Loop::Kill(Conn& c) {
     }
   }
   Unpark(c);
+  if (!c.authed) --unauthenticated_;
   c.dead = true;
   dead_.push_back(c.fd.get());
 }
@@ -559,7 +654,7 @@ Result<UniqueFd> ListenOn(const SocketAddress& addr, const std::string& where, b
 
 }  // namespace
 
-Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_host, uint16_t port) {
+Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_host, uint16_t port, JobSecret secret) {
   Result<UniqueFd> listener = Status(StatusCode::kInternal, "no address tried");
   if (bind_host.empty()) {
     // Every interface: IPv6 dual-stack accepts IPv4 clients too; IPv4 where the
@@ -608,10 +703,13 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_
 
   std::unique_ptr<StoreServer> server(new StoreServer());
   server->port_ = actual;
-  server->loop_ = std::make_unique<Loop>(std::move(listener.value()), std::move(ep), std::move(stop));
+  const bool with_secret = !secret.empty();
+  server->loop_ =
+      std::make_unique<Loop>(std::move(listener.value()), std::move(ep), std::move(stop), std::move(secret));
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] { loop->Run(); });
-  CHORUS_INFO("store server listening on " << (bind_host.empty() ? std::string("*") : bind_host) << ":" << actual);
+  CHORUS_INFO("store server listening on " << (bind_host.empty() ? std::string("*") : bind_host) << ":" << actual
+                                           << (with_secret ? " (clients must prove the job secret)" : ""));
   return server;
 }
 

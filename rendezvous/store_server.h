@@ -3,7 +3,9 @@
 // parked (not polled) and answered when the keys appear or when their own
 // server-side timeout passes (TIMEOUT naming the missing keys). A client that sends
 // garbage gets an ERROR reply where possible and is disconnected; the server keeps
-// serving everyone else. See store_protocol.h for the wire format.
+// serving everyone else. Every client first authenticates (store_protocol.h): until
+// then it is read one fixed-size frame and nothing else. See store_protocol.h for the
+// wire format.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "common/job_secret.h"
 #include "common/status.h"
 
 namespace chorus::rendezvous {
@@ -20,8 +23,10 @@ class StoreServer {
   // Listens on `bind_host` ("" = every interface, IPv6 dual-stack where available)
   // and `port` (0 = ephemeral), with SO_REUSEADDR. When the port is taken by another
   // socket the error has code kUnavailable (Join relies on it to detect an external
-  // store); other failures are kIoError.
-  static Result<std::unique_ptr<StoreServer>> Start(const std::string& bind_host, uint16_t port);
+  // store); other failures are kIoError. With a `secret`, only clients that prove
+  // they know it are served (store_protocol.h); without, clients that have one are refused.
+  static Result<std::unique_ptr<StoreServer>> Start(const std::string& bind_host, uint16_t port,
+                                                    JobSecret secret = JobSecret());
   // Stops the thread and closes every socket; parked clients see the connection close.
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;

@@ -11,12 +11,12 @@ out=$(mkdir -p "$1" && cd "$1" && pwd) || exit 1
 shift
 : >"$out/count_args"
 
-# chorus's own code under test: the library, its transports, algorithms, kernels and
-# rendezvous. Left to the plain lane: tests/torch (an uninstrumented Python cannot load
+# chorus's own code under test: the library, common/, its transports, algorithms,
+# kernels and rendezvous. Left to the plain lane: tests/torch (an uninstrumented Python cannot load
 # a sanitized library), tests/perf (MPI and Gloo are not instrumented, and Open MPI's
 # own leaks fail LeakSanitizer), tests/dist and examples (packaging), tests/tools
 # (scripts).
-packages=(algos chorus kernels rendezvous transport)
+packages=(algos chorus common kernels rendezvous transport)
 patterns=()
 set_expr=""
 for p in "${packages[@]}"; do

@@ -10,6 +10,7 @@
 #include "rendezvous/store_client.h"
 #include "rendezvous/store_server.h"
 #include "tests/util/multiproc.h"
+#include "tests/util/slowdown.h"
 
 namespace chorus {
 namespace {
@@ -328,6 +329,56 @@ TEST(Init, MissingRankTimesOutNamingIt) {
                ? 0
                : 3;
   }));
+}
+
+// CHORUS_SECRET on every rank: the store and the TCP mesh admit them, an all_reduce runs.
+TEST(Init, JobSecretOnEveryRankRunsAnAllReduce) {
+  testing::MultiProcOptions mp;
+  mp.env = {{"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", std::to_string(testing::FreePort())},
+            {"CHORUS_SECRET", "open sesame"},
+            {"CHORUS_TRANSPORT", "tcp"}};
+  ExpectAllOk(RunRanks(
+      2,
+      [](int r) {
+        auto comm = Communicator::Create();
+        RANK_CHECK(comm.ok(), comm.status().ToString());
+        float in[4] = {1.0f + r, 2, 3, 4}, out[4] = {};
+        Status st = (*comm)->AllReduce(in, out, 4, DataType::kFloat32, ReduceOp::kSum);
+        RANK_CHECK(st.ok(), st.ToString());
+        RANK_CHECK(out[0] == 3.0f && out[3] == 8.0f, "wrong sum");
+        return (*comm)->Shutdown().ok() ? 0 : 5;
+      },
+      mp));
+}
+
+// A secret on one rank only: the rank that lacks or has it extra fails at once, naming
+// the side without it; the store's rank (which cannot tell a stranger from a
+// misconfigured rank, and must not let strangers stop the job) fails at its deadline.
+TEST(Init, JobSecretOnOneRankOnlyIsAClearErrorNotAHang) {
+  for (int with : {0, 1}) {
+    const int port = testing::FreePort();
+    ExpectAllOk(RunRanks(2, [&](int r) {
+      Options o;
+      o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+      o.rank = r;
+      o.world_size = 2;
+      Config c = Config::Process();
+      c.connect_timeout_ms = 4000 * testing::kSlowdown;
+      if (r == with) c.secret = JobSecret("open sesame");
+      o.config = c;
+      const auto start = Clock::now();
+      auto comm = Communicator::Create(o);
+      if (comm.ok()) return 1;
+      std::string msg = comm.status().message();
+      std::fprintf(stderr, "rank %d: %s\n", r, msg.c_str());
+      if (r == 0) return 0;  // its deadline: an error, not a hang
+      if (Clock::now() - start > std::chrono::milliseconds(c.connect_timeout_ms / 2)) return 2;  // not a deadline
+      const char* want =
+          with == 0 ? "requires a job secret and this process has none" : "this process has a job secret but the store";
+      return msg.find(want) != std::string::npos && comm.status().code() == StatusCode::kMismatch ? 0 : 3;
+    }));
+  }
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ TEST(StoreProtocol, FrameHeaderIsLittleEndianLengthVersionOpcode) {
   std::string frame = EncodeFrame(7, "abc");
   ASSERT_EQ(frame.size(), 9u);
   EXPECT_EQ(frame.substr(0, 4), Le32(5));
-  EXPECT_EQ(frame[4], 1);
+  EXPECT_EQ(frame[4], kStoreProtocolVersion);
   EXPECT_EQ(frame[5], 7);
   EXPECT_EQ(frame.substr(6), "abc");
 }
@@ -124,15 +124,62 @@ TEST(StoreProtocol, OversizedLengthIsInvalidFromTheFirstFourBytes) {
   EXPECT_NE(fp.error.message().find("64 MiB"), std::string::npos) << fp.error.message();
   EXPECT_EQ(ParseFrame(Le32(0xffffffffu)).state, FrameState::kInvalid);
   // Exactly the limit is allowed (just incomplete here).
-  EXPECT_EQ(ParseFrame(Le32(kMaxStoreFrameBytes) + "\x01").state, FrameState::kIncomplete);
+  EXPECT_EQ(ParseFrame(Le32(kMaxStoreFrameBytes) + "\x02").state, FrameState::kIncomplete);
+  // Before authentication the limit is the proof's size.
+  fp = ParseFrame(Le32(kAuthProofFrameBytes - 3), kAuthProofFrameBytes - 4);
+  EXPECT_EQ(fp.state, FrameState::kInvalid);
+  EXPECT_NE(fp.error.message().find("before authentication"), std::string::npos) << fp.error.message();
+}
+
+TEST(StoreProtocol, AuthFramesRoundTripAtTheirFixedSizes) {
+  AuthChallenge c;
+  c.secret = true;
+  c.server_nonce.fill(7);
+  const std::string cf = EncodeAuthChallenge(c);
+  ASSERT_EQ(cf.size(), kAuthChallengeFrameBytes);
+  FrameParse fp = ParseFrame(cf);
+  ASSERT_EQ(fp.state, FrameState::kComplete);
+  Result<AuthChallenge> c2 = DecodeAuthChallenge(fp.frame.opcode, fp.frame.payload);
+  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  EXPECT_TRUE(c2->secret);
+  EXPECT_EQ(c2->server_nonce, c.server_nonce);
+
+  AuthProof p;
+  p.has_secret = true;
+  p.client_nonce.fill(3);
+  p.mac = StoreClientMac(JobSecret("k"), c.server_nonce, p.client_nonce);
+  const std::string pf = EncodeAuthProof(p);
+  ASSERT_EQ(pf.size(), kAuthProofFrameBytes);
+  fp = ParseFrame(pf);
+  Result<AuthProof> p2 = DecodeAuthProof(fp.frame.opcode, fp.frame.payload);
+  ASSERT_TRUE(p2.ok()) << p2.status().ToString();
+  EXPECT_EQ(p2->mac, p.mac);
+  EXPECT_NE(StoreServerMac(JobSecret("k"), c.server_nonce, p.client_nonce), p.mac);  // the labels differ
+
+  const std::string af = EncodeAuthAccepted(p.mac);
+  ASSERT_EQ(af.size(), kAuthAnswerFrameBytes);
+  fp = ParseFrame(af);
+  Result<Sha256Digest> a = DecodeAuthAnswer(fp.frame.opcode, fp.frame.payload);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a.value(), p.mac);
+  // A refusal decodes as kMismatch carrying the server's words.
+  const std::string refusal = EncodeErrorReply(kAuthProofOpcode, "no");
+  fp = ParseFrame(refusal);
+  a = DecodeAuthAnswer(fp.frame.opcode, fp.frame.payload);
+  EXPECT_EQ(a.status().code(), StatusCode::kMismatch);
+  EXPECT_EQ(a.status().message(), "no");
+  // A request in place of the proof.
+  const std::string ping = EncodeRequest(StoreRequest{});
+  fp = ParseFrame(ping);
+  EXPECT_FALSE(DecodeAuthProof(fp.frame.opcode, fp.frame.payload).ok());
 }
 
 TEST(StoreProtocol, TooShortLengthAndBadVersionAreInvalid) {
   EXPECT_EQ(ParseFrame(Le32(0)).state, FrameState::kInvalid);
-  EXPECT_EQ(ParseFrame(Le32(1) + "\x01").state, FrameState::kInvalid);
-  FrameParse fp = ParseFrame(Le32(2) + std::string("\x02\x08", 2));
+  EXPECT_EQ(ParseFrame(Le32(1) + "\x02").state, FrameState::kInvalid);
+  FrameParse fp = ParseFrame(Le32(2) + std::string("\x01\x08", 2));
   EXPECT_EQ(fp.state, FrameState::kInvalid);
-  EXPECT_NE(fp.error.message().find("version 2"), std::string::npos) << fp.error.message();
+  EXPECT_NE(fp.error.message().find("version 1"), std::string::npos) << fp.error.message();
   EXPECT_EQ(fp.opcode, 8);
 }
 

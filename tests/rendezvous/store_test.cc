@@ -1,5 +1,6 @@
 // The store against a live server on loopback: every op, parked waits, timeouts that
-// name keys, concurrency, malformed frames (the server must keep serving), dead servers.
+// name keys, concurrency, malformed frames (the server must keep serving), dead servers,
+// the job secret's challenge-response.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include "rendezvous/store_client.h"
 #include "rendezvous/store_protocol.h"
 #include "rendezvous/store_server.h"
+#include "tests/util/slowdown.h"
 
 namespace chorus::rendezvous {
 namespace {
@@ -50,9 +52,36 @@ class RawConn {
     ASSERT_EQ(send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   }
   void ShutdownWrite() { shutdown(fd_.get(), SHUT_WR); }
+  // One whole frame (at most 5 s of waiting); kIncomplete when the server closed first.
+  FrameParse ReadFrame() {
+    for (;;) {
+      FrameParse fp = ParseFrame(in_);
+      if (fp.state != FrameState::kIncomplete) {
+        last_ = in_.substr(0, fp.frame.total_bytes);
+        in_.erase(0, fp.frame.total_bytes);
+        fp = ParseFrame(last_);
+        return fp;
+      }
+      char buf[4096];
+      ssize_t n = recv(fd_.get(), buf, sizeof(buf), 0);
+      if (n <= 0) return fp;
+      in_.append(buf, n);
+    }
+  }
+  // Reads the challenge and answers as a client without a secret, as a store client does.
+  void Authenticate() {
+    FrameParse challenge = ReadFrame();
+    ASSERT_EQ(challenge.state, FrameState::kComplete);
+    ASSERT_TRUE(DecodeAuthChallenge(challenge.frame.opcode, challenge.frame.payload).ok());
+    Send(EncodeAuthProof(AuthProof{}));
+    FrameParse answer = ReadFrame();
+    ASSERT_EQ(answer.state, FrameState::kComplete);
+    ASSERT_TRUE(DecodeAuthAnswer(answer.frame.opcode, answer.frame.payload).ok());
+  }
   // Everything until the server closes (or 5 s pass: then `closed` is false).
   std::string ReadUntilClose(bool* closed) {
-    std::string all;
+    std::string all = std::move(in_);
+    in_.clear();
     char buf[4096];
     for (;;) {
       ssize_t n = recv(fd_.get(), buf, sizeof(buf), 0);
@@ -67,6 +96,8 @@ class RawConn {
 
  private:
   UniqueFd fd_;
+  std::string in_;    // received, not yet returned
+  std::string last_;  // the frame ReadFrame returned a view of
 };
 
 std::string Le32(uint32_t v) {
@@ -76,8 +107,15 @@ std::string Le32(uint32_t v) {
 }
 
 // Sends `bytes`, expects an ERROR reply mentioning `needle` and a closed connection.
-void ExpectErrorAndClose(uint16_t port, const std::string& bytes, const std::string& needle, bool shut_write = false) {
+// `authenticate`: as a client without a secret first; else the bytes stand for the proof.
+void ExpectErrorAndClose(uint16_t port, const std::string& bytes, const std::string& needle, bool shut_write = false,
+                         bool authenticate = true) {
   RawConn raw(port);
+  if (authenticate) {
+    raw.Authenticate();
+  } else {
+    ASSERT_EQ(raw.ReadFrame().state, FrameState::kComplete);  // the challenge
+  }
   raw.Send(bytes);
   if (shut_write) raw.ShutdownWrite();
   bool closed = false;
@@ -325,6 +363,7 @@ TEST(Store, MalformedFramesGetAnErrorAndAreDisconnectedWhileOthersAreServed) {
   // Valid frames before a bad one are served; the error follows their replies.
   {
     RawConn raw(server->port());
+    raw.Authenticate();
     raw.Send(EncodeRequest({StoreOp::kPing, {}, "", "", 0}) + EncodeFrame(99, ""));
     bool closed = false;
     std::string bytes = raw.ReadUntilClose(&closed);
@@ -336,7 +375,8 @@ TEST(Store, MalformedFramesGetAnErrorAndAreDisconnectedWhileOthersAreServed) {
     ASSERT_EQ(second.state, FrameState::kComplete);
     EXPECT_EQ(DecodeReply(StoreOp::kPing, second.frame.opcode, second.frame.payload).value().code, ReplyCode::kError);
   }
-  // Random garbage from several connections at once.
+  // Random garbage from several connections at once, before authenticating: the
+  // server reads no more than the proof's size of it.
   {
     std::vector<std::thread> ts;
     for (int i = 0; i < 8; ++i) {
@@ -397,7 +437,7 @@ TEST(Store, SilentServerIsATimeoutNotAHang) {
   auto c = StoreClient::Connect("127.0.0.1", ntohs(a.sin_port), Deadline::AfterMs(300));
   EXPECT_LT(MsSince(start), 3000);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("PING"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("did not authenticate as a store"), std::string::npos) << c.status().message();
 }
 
 TEST(Store, ConnectRetriesUntilTheServerIsUp) {
@@ -451,6 +491,122 @@ TEST(Store, AllInterfacesServerAcceptsIpv4Loopback) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   auto c = ConnectTo(server.value()->port());
   EXPECT_TRUE(c->Set("a", "b").ok());
+}
+
+std::unique_ptr<StoreServer> StartServerWithSecret(const std::string& secret) {
+  auto server = StoreServer::Start("127.0.0.1", 0, JobSecret(secret));
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return std::move(server.value());
+}
+
+// A refused Connect must say so at once: the deadline is long, the error must come well before it.
+Status ConnectRefused(uint16_t port, const JobSecret& secret) {
+  auto start = Clock::now();
+  auto c = StoreClient::Connect("127.0.0.1", port, Deadline::AfterMs(60 * 1000), secret);
+  EXPECT_LT(MsSince(start), 5000 * testing::kSlowdown);
+  EXPECT_FALSE(c.ok());
+  if (c.ok()) return Status::Ok();
+  EXPECT_EQ(c.status().code(), StatusCode::kMismatch) << c.status().ToString();
+  return c.status();
+}
+
+TEST(StoreSecret, RightSecretIsServed) {
+  auto server = StartServerWithSecret("open sesame");
+  auto c = StoreClient::Connect("127.0.0.1", server->port(), Deadline::AfterMs(5000), JobSecret("open sesame"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c.value()->Set("k", "v").ok());
+  EXPECT_EQ(c.value()->Get("k", milliseconds(100)).value(), "v");
+}
+
+TEST(StoreSecret, WrongOrMissingSecretIsRefusedAtOnceAndLegitClientsAreServed) {
+  auto server = StartServerWithSecret("open sesame");
+  auto good = StoreClient::Connect("127.0.0.1", server->port(), Deadline::AfterMs(5000), JobSecret("open sesame"));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_TRUE(good.value()->Set("k", "v").ok());
+
+  Status wrong = ConnectRefused(server->port(), JobSecret("open barley"));
+  EXPECT_NE(wrong.message().find("did not prove the job secret"), std::string::npos) << wrong.message();
+  Status none = ConnectRefused(server->port(), JobSecret());
+  EXPECT_NE(none.message().find("requires a job secret and this process has none"), std::string::npos)
+      << none.message();
+
+  EXPECT_EQ(good.value()->Get("k", milliseconds(100)).value(), "v");
+}
+
+TEST(StoreSecret, SecretOnTheClientOnlyIsRefusedSayingSo) {
+  auto server = StartServer();
+  Status st = ConnectRefused(server->port(), JobSecret("open sesame"));
+  EXPECT_NE(st.message().find("this process has a job secret but the store"), std::string::npos) << st.message();
+  EXPECT_TRUE(ConnectTo(server->port())->Ping().ok());
+}
+
+TEST(StoreSecret, AStoreThatCannotProveTheSecretIsNotBelieved) {
+  // A fake store: asks for a proof, then accepts anything with a made-up MAC of its own.
+  UniqueFd lis(socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lis.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(lis.get(), 4), 0);
+  socklen_t len = sizeof(a);
+  getsockname(lis.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  std::thread fake([&] {
+    UniqueFd c(accept(lis.get(), nullptr, nullptr));
+    AuthChallenge ch;
+    ch.secret = true;
+    const std::string out = EncodeAuthChallenge(ch);
+    (void)send(c.get(), out.data(), out.size(), MSG_NOSIGNAL);
+    char proof[kAuthProofFrameBytes];
+    size_t got = 0;
+    while (got < sizeof(proof)) {
+      ssize_t n = recv(c.get(), proof + got, sizeof(proof) - got, 0);
+      if (n <= 0) return;
+      got += static_cast<size_t>(n);
+    }
+    Sha256Digest bogus;
+    bogus.fill(0x11);
+    const std::string answer = EncodeAuthAccepted(bogus);
+    (void)send(c.get(), answer.data(), answer.size(), MSG_NOSIGNAL);
+  });
+  Status st = ConnectRefused(ntohs(a.sin_port), JobSecret("open sesame"));
+  fake.join();
+  EXPECT_NE(st.message().find("did not prove the job secret: it is not this job's store"), std::string::npos)
+      << st.message();
+}
+
+TEST(StoreSecret, NothingButTheProofIsReadBeforeAuthentication) {
+  auto server = StartServerWithSecret("open sesame");
+  const uint16_t port = server->port();
+  // A large frame is refused on its length field, before its bytes.
+  ExpectErrorAndClose(port, Le32(kMaxStoreFrameBytes) + "\x02\x01", "before authentication", false, false);
+  // A request in place of the proof.
+  ExpectErrorAndClose(port, EncodeRequest({StoreOp::kSet, {"k"}, "v", "", 0}), "not an AUTH_PROOF", false, false);
+  // A proof that claims a secret with a made-up MAC.
+  AuthProof forged;
+  forged.has_secret = true;
+  forged.mac.fill(0x5a);
+  ExpectErrorAndClose(port, EncodeAuthProof(forged), "did not prove the job secret", false, false);
+  // A proof without a secret.
+  ExpectErrorAndClose(port, EncodeAuthProof(AuthProof{}), "requires a job secret", false, false);
+  // None of them reached the store.
+  auto good = StoreClient::Connect("127.0.0.1", port, Deadline::AfterMs(5000), JobSecret("open sesame"));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_FALSE(good.value()->Check({"k"}).value());
+}
+
+TEST(StoreSecret, ASilentClientIsDroppedAfterTheAuthenticationDeadline) {
+  auto server = StartServerWithSecret("open sesame");
+  RawConn silent(server->port());
+  const auto start = Clock::now();
+  bool closed = false;
+  std::string got;
+  // The server allows 10 s; each read waits up to 5 s.
+  for (int i = 0; i < 6 * testing::kSlowdown && !closed; ++i) got += silent.ReadUntilClose(&closed);
+  EXPECT_TRUE(closed) << "a client that never authenticates must not hold its connection";
+  EXPECT_GE(MsSince(start), 9000);
+  EXPECT_EQ(got.size(), kAuthChallengeFrameBytes);  // the challenge, then nothing
+  auto good = StoreClient::Connect("127.0.0.1", server->port(), Deadline::AfterMs(5000), JobSecret("open sesame"));
+  EXPECT_TRUE(good.ok()) << good.status().ToString();
 }
 
 // Once it stops accepting, the store serves its clients on, refuses new ones, and its

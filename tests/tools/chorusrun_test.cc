@@ -104,6 +104,25 @@ TEST(ChorusrunTest, SetsRankEnvironment) {
   EXPECT_LE(std::stoi(port), 65535);
 }
 
+TEST(ChorusrunTest, MakesOneJobSecretForAllRanksUnlessOneIsSet) {
+  RunResult r = RunRanks("--nproc-per-node 2", "echo \"secret=$CHORUS_SECRET\"");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  std::regex line(R"(\[rank \d\] secret=([0-9a-f]{64}))");
+  std::smatch m0, m1;
+  ASSERT_TRUE(std::regex_match(lines[0], m0, line)) << lines[0];
+  ASSERT_TRUE(std::regex_match(lines[1], m1, line)) << lines[1];
+  EXPECT_EQ(m0[1], m1[1]) << "the ranks of one job must share the secret";
+  EXPECT_FALSE(Contains(r.out + r.err, "no job secret"));
+  // The user's own secret is passed through untouched.
+  RunResult mine = RunShell("CHORUS_SECRET=users-own exec \"$CHORUSRUN\" --nproc-per-node 1 -- /bin/sh -c " +
+                                Quote("echo \"secret=$CHORUS_SECRET\""),
+                            40);
+  ASSERT_EQ(mine.code, 0) << mine.err;
+  EXPECT_TRUE(Contains(mine.out, "secret=users-own")) << mine.out;
+}
+
 TEST(ChorusrunTest, MultiNodeRanksAndFixedPort) {
   RunResult r = RunRanks("--nnodes=2 --node_rank=1 --nproc_per_node=2 --master-addr 10.9.8.7",
                          "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR:$MASTER_PORT\"");

@@ -83,6 +83,10 @@ TEST(RankEnvironmentTest, SetsLauncherVariablesAndKeepsTheRest) {
       "PATH=/bin",     "X=a=b",        "MASTER_ADDR=h0",     "MASTER_PORT=29500", "RANK=9",
       "WORLD_SIZE=12", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4", "GROUP_RANK=2",      "CHORUS_LAUNCHER=chorusrun"};
   EXPECT_EQ(env, want);
+  // A secret made by chorusrun goes to every rank.
+  o->job_secret = "abc";
+  env = RankEnvironment(*o, 9, 1, const_cast<char* const*>(inherited));
+  EXPECT_EQ(env.back(), "CHORUS_SECRET=abc");
 }
 
 TEST(LinePrefixerTest, WholeLines) {

@@ -45,6 +45,62 @@ TEST_P(TcpTransportTest, WrongCommunicatorIdIsRefusedNamingBothIds) {
   EXPECT_NE(sa.message().find("rank 1"), std::string::npos) << sa.message();
 }
 
+TEST_P(TcpTransportTest, JobSecretOnOneSideIsRefusedSayingWhichOnBothSides) {
+  TcpOptions with, without;
+  with.engine = without.engine = Engine();
+  with.secret = JobSecret("open sesame");
+  auto a = TcpTransport::Listen(0, 2, 9, with);
+  auto b = TcpTransport::Listen(1, 2, 9, without);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<PeerAddress> addrs = {{a.value()->address(), "h0"}, {b.value()->address(), "h1"}};
+  Status sa, sb;
+  const auto start = Clock::now();
+  Deadline d = Deadline::After(std::chrono::seconds(2));
+  std::thread ta([&] { sa = a.value()->Connect(addrs, d); });
+  sb = b.value()->Connect(addrs, d);
+  ta.join();
+  EXPECT_LT(Clock::now() - start, ::chorus::testing::Scaled(std::chrono::seconds(5)));
+  EXPECT_EQ(sb.code(), StatusCode::kMismatch) << sb.ToString();
+  EXPECT_NE(sb.message().find("rank 0 requires a job secret; rank 1 has none"), std::string::npos) << sb.message();
+  ASSERT_FALSE(sa.ok());
+  EXPECT_NE(sa.message().find("rank 0 requires a job secret; rank 1 has none"), std::string::npos) << sa.message();
+}
+
+TEST_P(TcpTransportTest, StrangersWithoutTheSecretAreDroppedAndTheRealPeerStillConnects) {
+  TcpOptions o;
+  o.engine = Engine();
+  o.secret = JobSecret("open sesame");
+  TcpOptions wrong = o, none = o;
+  wrong.secret = JobSecret("open barley");
+  none.secret = JobSecret();
+  auto a = TcpTransport::Listen(0, 2, 5, o);
+  auto b = TcpTransport::Listen(1, 2, 5, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<PeerAddress> addrs = {{a.value()->address(), "h0", Channels()}, {b.value()->address(), "h1", Channels()}};
+  Status sa;
+  std::thread ta([&] { sa = a.value()->Connect(addrs, Soon()); });
+  // Two processes claiming to be rank 1 before the real one: one with another secret,
+  // one with none. Each fails at once; neither takes rank 1's slot.
+  for (const TcpOptions* stranger : {&wrong, &none}) {
+    auto s = TcpTransport::Listen(1, 2, 5, *stranger);
+    ASSERT_TRUE(s.ok());
+    Status ss = s.value()->Connect(addrs, Soon());
+    EXPECT_EQ(ss.code(), StatusCode::kMismatch) << ss.ToString();
+    EXPECT_NE(ss.message().find(stranger == &wrong ? "did not prove the job secret" : "requires a job secret"),
+              std::string::npos)
+        << ss.message();
+  }
+  Status sb = b.value()->Connect(addrs, Soon());
+  ta.join();
+  ASSERT_TRUE(sa.ok()) << sa.ToString();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  int out = 42, in = 0;
+  auto r = a.value()->Recv(1, Tag(), &in, sizeof(in));
+  ASSERT_TRUE(b.value()->Send(0, Tag(), &out, sizeof(out))->Wait(Soon()).ok());
+  ASSERT_TRUE(r->Wait(Soon()).ok());
+  EXPECT_EQ(in, 42);
+}
+
 TEST_P(TcpTransportTest, KilledPeerProcessFailsTheRecvQuickly) {
   int to_child[2], to_parent[2];
   ASSERT_EQ(pipe(to_child), 0);

@@ -25,6 +25,15 @@ TEST(Wire, HelloRoundTripsAndRejectsForeignBytes) {
   EXPECT_EQ(d->world_size, 4);
   EXPECT_EQ(d->socket_index, 1);
   EXPECT_EQ(d->nsockets, 2);
+  EXPECT_FALSE(d->has_secret);
+  // The job secret's flag and nonce.
+  h.has_secret = true;
+  for (size_t i = 0; i < h.nonce.size(); ++i) h.nonce[i] = static_cast<uint8_t>(i + 1);
+  EncodeHello(h, buf);
+  d = DecodeHello(buf);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->has_secret);
+  EXPECT_EQ(d->nonce, h.nonce);
   // An HTTP client, say, knocking on our port.
   std::memcpy(buf, "GET / HTTP/1.1\r\n", 16);  // NOLINT(bugprone-not-null-terminated-result): bytes, not a string
   Result<Hello> bad = DecodeHello(buf);

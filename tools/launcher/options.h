@@ -21,6 +21,9 @@ struct LaunchOptions {
   double kill_grace_s = 5;           // SIGTERM -> SIGKILL delay when stopping ranks
   std::string tee_dir;               // when set, raw rank output is also written here
   std::vector<std::string> program;  // program and its arguments
+  // CHORUS_SECRET for the ranks: made by chorusrun on a single node when neither
+  // CHORUS_SECRET nor CHORUS_SECRET_FILE is set (never printed).
+  std::string job_secret;
   bool help = false;
 };
 

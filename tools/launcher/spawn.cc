@@ -16,7 +16,7 @@ extern char** environ;
 namespace chorus::launcher {
 
 std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int local_rank, char* const* inherited) {
-  const std::vector<std::pair<std::string, std::string>> ours = {
+  std::vector<std::pair<std::string, std::string>> ours = {
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(o.master_port)},
       {"RANK", std::to_string(rank)},
@@ -26,6 +26,7 @@ std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int l
       {"GROUP_RANK", std::to_string(o.node_rank)},
       {"CHORUS_LAUNCHER", "chorusrun"},
   };
+  if (!o.job_secret.empty()) ours.emplace_back("CHORUS_SECRET", o.job_secret);
   std::vector<std::string> env;
   for (char* const* e = inherited; e && *e; ++e) {
     std::string kv = *e;

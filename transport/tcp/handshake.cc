@@ -43,18 +43,36 @@ std::optional<std::string> CheckHello(const Hello& h, const Identity& self,
     return them + " sent socket index " + std::to_string(h.socket_index) + " outside 0.." +
            std::to_string(self.nsockets - 1);
   }
+  if (!self.secret.empty() && !h.has_secret) {
+    return me + " requires a job secret; " + them +
+           " has none (set CHORUS_SECRET or CHORUS_SECRET_FILE on every rank, or on none)";
+  }
+  if (self.secret.empty() && h.has_secret) {
+    return them + " has a job secret but " + me +
+           " does not (set CHORUS_SECRET or CHORUS_SECRET_FILE on every rank, or on none)";
+  }
   if (have[h.sender][h.socket_index]) {
     return "duplicate connection: " + them + " socket " + std::to_string(h.socket_index) + " is already connected";
   }
   return std::nullopt;
 }
 
+std::string_view Bytes(const uint8_t* p, size_t n) { return {reinterpret_cast<const char*>(p), n}; }
+
+constexpr const char* kAcceptorLabel = "chorus-tcp-acceptor";
+constexpr const char* kConnectorLabel = "chorus-tcp-connector";
+
 }  // namespace
 
 Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, const std::string& peer_desc,
                           Deadline deadline) {
   std::string what = "handshake with " + peer_desc + " (socket " + std::to_string(index) + ")";
-  Hello h{self.comm_id, self.rank, peer, self.size, index, self.nsockets};
+  Hello h{self.comm_id, self.rank, peer, self.size, index, self.nsockets, !self.secret.empty(), {}};
+  if (h.has_secret) {
+    Result<Nonce> nonce = NewNonce();
+    if (!nonce.ok()) return nonce.status().WithContext(what);
+    h.nonce = nonce.value();
+  }
   uint8_t out[kHelloSize];
   EncodeHello(h, out);
   CHORUS_RETURN_IF_ERROR(SendAll(fd, out, sizeof(out), deadline, what));
@@ -67,7 +85,8 @@ Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, con
   if (reason_len > 0) CHORUS_RETURN_IF_ERROR(RecvAll(fd, reason.data(), reason_len, deadline, what));
   std::string me = "rank " + std::to_string(self.rank);
   if (!r->accept) {
-    Status st = r->comm_id != self.comm_id ? MismatchError("") : PeerFailed("");
+    const bool mismatch = r->comm_id != self.comm_id || r->has_secret != h.has_secret;
+    Status st = mismatch ? MismatchError("") : PeerFailed("");
     return Status(st.code(), me + ": " + peer_desc + " refused the connection: " + reason);
   }
   // The acceptor agreed; check that it is who we meant to reach.
@@ -81,12 +100,25 @@ Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, con
                          std::to_string(r->connector) + "; expected rank " + std::to_string(peer) + " of " +
                          std::to_string(self.size) + " with " + std::to_string(self.nsockets) + " sockets for " + me);
   }
-  return Status::Ok();
+  if (r->has_secret != h.has_secret) {
+    return MismatchError(me + ": " + what + ": " + (h.has_secret ? me : peer_desc) + " has a job secret but " +
+                         (h.has_secret ? peer_desc : me) + " does not");
+  }
+  if (!h.has_secret) return Status::Ok();
+  const std::string_view hello = Bytes(out, sizeof(out));
+  if (!self.secret.Verify(r->mac.data(), kAcceptorLabel, {hello, View(r->nonce)})) {
+    return MismatchError(me + ": " + what +
+                         ": the peer did not prove the job secret (its CHORUS_SECRET differs, or "
+                         "another job's process listens at that address)");
+  }
+  const Sha256Digest proof = self.secret.Mac(kConnectorLabel, {hello, View(r->nonce)});
+  return SendAll(fd, proof.data(), proof.size(), deadline, what);
 }
 
 Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std::vector<std::vector<bool>>& have,
-                                         Deadline deadline) {
-  std::string what = "rank " + std::to_string(self.rank) + ": handshake with an incoming connection";
+                                         const std::string& remote, Deadline deadline) {
+  const std::string me = "rank " + std::to_string(self.rank);
+  std::string what = me + ": handshake with an incoming connection from " + remote;
   uint8_t in[kHelloSize];
   CHORUS_RETURN_IF_ERROR(RecvAll(fd, in, sizeof(in), deadline, what));
   Result<Hello> h = DecodeHello(in);
@@ -99,6 +131,15 @@ Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std
   r.connector = h->sender;
   r.world_size = self.size;
   r.nsockets = self.nsockets;
+  r.has_secret = !self.secret.empty();
+  const bool prove = r.accept && r.has_secret;
+  const std::string_view hello = Bytes(in, sizeof(in));
+  if (prove) {
+    Result<Nonce> nonce = NewNonce();
+    if (!nonce.ok()) return nonce.status().WithContext(what);
+    r.nonce = nonce.value();
+    r.mac = self.secret.Mac(kAcceptorLabel, {hello, View(r.nonce)});
+  }
   if (refused) r.reason = refused->substr(0, kMaxReasonLen);
   uint8_t out[kReplySize];
   EncodeReply(r, out);
@@ -106,9 +147,18 @@ Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std
   msg += r.reason;
   CHORUS_RETURN_IF_ERROR(SendAll(fd, msg.data(), msg.size(), deadline, what));
   if (!r.accept) {
-    bool comm = h->comm_id != self.comm_id;
-    return Status(comm ? StatusCode::kMismatch : StatusCode::kProtocolError,
-                  "rank " + std::to_string(self.rank) + " refused a connection: " + *refused);
+    const bool mismatch = h->comm_id != self.comm_id || h->has_secret != r.has_secret;
+    return Status(mismatch ? StatusCode::kMismatch : StatusCode::kProtocolError,
+                  me + " refused a connection from " + remote + ": " + *refused);
+  }
+  if (prove) {
+    uint8_t proof[kProofSize];
+    const std::string claimed = "rank " + std::to_string(h->sender) + " socket " + std::to_string(h->socket_index);
+    Status st = RecvAll(fd, proof, sizeof(proof), deadline, what);
+    if (!st.ok() || !self.secret.Verify(proof, kConnectorLabel, {hello, View(r.nonce)})) {
+      return MismatchError(me + " dropped a connection from " + remote + " claiming to be " + claimed +
+                           ": it did not prove the job secret" + (st.ok() ? "" : " (" + st.message() + ")"));
+    }
   }
   return AcceptedSocket{h->sender, h->socket_index};
 }

@@ -1,5 +1,6 @@
 // The per-socket handshake (see wire.h): both sides check every field and name both
-// sides' values when they disagree.
+// sides' values when they disagree; with a job secret both prove they know it, bound
+// to (comm_id, sender, receiver, socket index).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/job_secret.h"
 #include "common/status.h"
 
 namespace chorus::transport::tcp {
@@ -16,6 +18,7 @@ struct Identity {
   int rank = 0;
   int size = 0;
   int nsockets = 0;
+  JobSecret secret;  // empty: no job secret (every peer must have none)
 };
 
 // Connector side: introduces itself as socket `index` to `peer`, reads the verdict.
@@ -29,9 +32,10 @@ struct AcceptedSocket {
 };
 
 // Acceptor side: reads a Hello, checks it against `self` and against the sockets already
-// accepted (`have[peer][index]`), answers accept or reject. A rejected connection gives
-// an error carrying the reason that was sent.
+// accepted (`have[peer][index]`), answers accept or reject, then checks the connector's
+// proof of the job secret. A rejected connection gives an error carrying the reason
+// (sent to it where it got that far); `remote` ("1.2.3.4:5") names it there.
 Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std::vector<std::vector<bool>>& have,
-                                         Deadline deadline);
+                                         const std::string& remote, Deadline deadline);
 
 }  // namespace chorus::transport::tcp

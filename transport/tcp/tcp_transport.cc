@@ -23,6 +23,16 @@ namespace {
 // waiter too (docs/design/tcp_transport.md). Bytes.
 constexpr size_t kPartMin = 128 << 10;
 constexpr size_t kChannelsFrom = 2 * kPartMin;
+// An incoming connection must finish its handshake within this: a stranger that
+// connects and stays silent holds the (one-at-a-time) acceptor up no longer.
+constexpr int64_t kHandshakeMs = 10 * 1000;
+
+std::string RemoteOf(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown address";
+  return tcp::FormatSockAddr(reinterpret_cast<sockaddr*>(&a));
+}
 }  // namespace
 
 int AutoChannels(int host_cores, int ranks_on_host) {
@@ -58,7 +68,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
 
 Status TcpTransport::AcceptAll(std::vector<std::vector<UniqueFd>>* sockets, const std::vector<PeerAddress>& peers,
                                Deadline deadline) {
-  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_};
+  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_, opts_.secret};
   std::vector<std::vector<bool>> have(static_cast<size_t>(size_), std::vector<bool>(socks_per_peer_, false));
   int missing = (size_ - 1 - rank_) * socks_per_peer_;
   std::string refused;  // the last connection we turned away, for the timeout message
@@ -78,9 +88,12 @@ Status TcpTransport::AcceptAll(std::vector<std::vector<UniqueFd>>* sockets, cons
       return Status(fd.status().code(), "rank " + std::to_string(rank_) + ": no connection from " + who + ": " +
                                             fd.status().message() + (refused.empty() ? "" : "; refused: " + refused));
     }
-    Result<tcp::AcceptedSocket> a = tcp::AcceptorHandshake(fd.value().get(), self, have, deadline);
+    Result<tcp::AcceptedSocket> a = tcp::AcceptorHandshake(fd.value().get(), self, have, RemoteOf(fd.value().get()),
+                                                           deadline.Earlier(Deadline::AfterMs(kHandshakeMs)));
     if (!a.ok()) {
-      // A stray or misconfigured client must not stop the mesh; its own side gets the reason.
+      // A stray, misconfigured or unauthenticated client must not stop the mesh nor take
+      // a rank's slot: it is dropped and the real peer is still awaited; its own side
+      // gets the reason.
       CHORUS_WARN(a.status().message());
       refused = a.status().message();
       continue;
@@ -109,7 +122,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   Status accept_status;
   std::thread acceptor([&] { accept_status = AcceptAll(&sockets, peers, deadline); });
   Status connect_status;
-  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_};
+  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_, opts_.secret};
   for (int p = 0; p < rank_ && connect_status.ok(); ++p) {
     const std::string desc = "rank " + std::to_string(p) + " (host " + peers[p].host + ", " + peers[p].address + ")";
     for (int i = 0; i < socks_per_peer_ && connect_status.ok(); ++i) {

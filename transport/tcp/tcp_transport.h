@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/job_secret.h"
 #include "common/status.h"
 #include "transport/early_hold.h"
 #include "transport/tcp/socket_util.h"
@@ -51,6 +52,7 @@ struct TcpOptions {
   uint64_t rendezvous_all_from = UINT64_MAX;       // tests: see tcp::EngineOptions
   uint64_t pause_above = kDefaultPauseAbove;       // early bytes held from a peer before it is told to PAUSE
   uint64_t resume_below = kDefaultResumeBelow;     // and RESUME (CHORUS_EARLY_PAUSE / _RESUME)
+  JobSecret secret;  // CHORUS_SECRET: every connection proves it (tcp/wire.h); empty: none
 };
 
 struct PeerAddress {

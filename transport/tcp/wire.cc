@@ -42,12 +42,14 @@ void EncodeHello(const Hello& h, uint8_t out[kHelloSize]) {
   std::memset(out, 0, kHelloSize);
   Put<uint32_t>(out + 0, kHandshakeMagic);
   Put<uint16_t>(out + 4, kProtocolVersion);
+  Put<uint16_t>(out + 6, h.has_secret ? kFlagSecret : 0);
   Put<uint64_t>(out + 8, h.comm_id);
   Put<int32_t>(out + 16, h.sender);
   Put<int32_t>(out + 20, h.receiver);
   Put<int32_t>(out + 24, h.world_size);
   Put<int32_t>(out + 28, h.socket_index);
   Put<int32_t>(out + 32, h.nsockets);
+  std::memcpy(out + 40, h.nonce.data(), h.nonce.size());
 }
 
 Result<Hello> DecodeHello(const uint8_t in[kHelloSize]) {
@@ -68,6 +70,8 @@ Result<Hello> DecodeHello(const uint8_t in[kHelloSize]) {
   h.world_size = Get<int32_t>(in + 24);
   h.socket_index = Get<int32_t>(in + 28);
   h.nsockets = Get<int32_t>(in + 32);
+  h.has_secret = (Get<uint16_t>(in + 6) & kFlagSecret) != 0;
+  std::memcpy(h.nonce.data(), in + 40, h.nonce.size());
   return h;
 }
 
@@ -82,6 +86,9 @@ void EncodeReply(const Reply& r, uint8_t out[kReplySize]) {
   Put<int32_t>(out + 24, r.world_size);
   Put<int32_t>(out + 28, r.nsockets);
   Put<uint32_t>(out + 32, static_cast<uint32_t>(std::min<size_t>(r.reason.size(), kMaxReasonLen)));
+  Put<uint32_t>(out + 36, r.has_secret ? kFlagSecret : 0);
+  std::memcpy(out + 40, r.nonce.data(), r.nonce.size());
+  std::memcpy(out + 56, r.mac.data(), r.mac.size());
 }
 
 Result<Reply> DecodeReply(const uint8_t in[kReplySize], uint32_t* reason_len) {
@@ -105,6 +112,9 @@ Result<Reply> DecodeReply(const uint8_t in[kReplySize], uint32_t* reason_len) {
   r.world_size = Get<int32_t>(in + 24);
   r.nsockets = Get<int32_t>(in + 28);
   *reason_len = Get<uint32_t>(in + 32);
+  r.has_secret = (Get<uint32_t>(in + 36) & kFlagSecret) != 0;
+  std::memcpy(r.nonce.data(), in + 40, r.nonce.size());
+  std::memcpy(r.mac.data(), in + 56, r.mac.size());
   if (*reason_len > kMaxReasonLen) {
     return ProtocolError("handshake reply: reason of " + std::to_string(*reason_len) + " bytes exceeds " +
                          std::to_string(kMaxReasonLen));

@@ -6,18 +6,30 @@
 // 1. Handshake, once per socket, before any frame. The higher rank connects to the
 //    lower one, opening `nsockets` sockets to it (indexes 0..nsockets-1).
 //      Hello (connector -> acceptor), kHelloSize bytes:
-//        u32 magic = kHandshakeMagic   u16 version = kProtocolVersion   u16 zero
+//        u32 magic = kHandshakeMagic   u16 version = kProtocolVersion   u16 flags
 //        u64 comm_id
 //        i32 sender rank   i32 receiver rank   i32 world size
 //        i32 socket index  i32 nsockets        i32 zero
+//        16 bytes: the connector's nonce Nc
 //      Reply (acceptor -> connector), kReplySize bytes, then `reason_len` bytes:
 //        u32 magic   u16 version   u16 verdict (0 accept, 1 reject)
 //        u64 comm_id of the acceptor
 //        i32 acceptor rank   i32 connector rank (as the acceptor saw it)
-//        i32 world size      i32 nsockets   u32 reason_len (<= kMaxReasonLen)   i32 zero
+//        i32 world size      i32 nsockets   u32 reason_len (<= kMaxReasonLen)   u32 flags
+//        16 bytes: the acceptor's nonce Na
+//        32 bytes: MAC_A = HMAC(secret, "chorus-tcp-acceptor", Hello bytes, Na)
+//      Proof (connector -> acceptor, only after an accepting Reply when both have a
+//      job secret), kProofSize bytes:
+//        32 bytes: MAC_C = HMAC(secret, "chorus-tcp-connector", Hello bytes, Na)
+//    flags bit 0 (kFlagSecret): this side has a job secret. The MACs (zeros without a
+//    secret) cover the whole Hello, so a connection proves comm_id, sender, receiver
+//    and socket index; the two labels keep one side's MAC from standing for the
+//    other's (docs/design/job_secret.md).
 //    The acceptor checks every Hello field against its own values and rejects with a
-//    reason naming both sides' values; the connector checks the Reply the same way
-//    (a stray process answering on the address is caught in both directions).
+//    reason naming both sides' values; a job secret on one side only is rejected the
+//    same way. The connector checks the Reply the same way and MAC_A (a stray process
+//    answering on the address is caught in both directions); the acceptor checks
+//    MAC_C and drops a connection that fails it without taking its slot.
 //
 // 2. Frames, in both directions on every socket, each a kFrameHeaderSize-byte header
 //    followed by `len` payload bytes:
@@ -48,15 +60,19 @@
 #include <cstdint>
 #include <string>
 
+#include "common/job_secret.h"
 #include "common/status.h"
 
 namespace chorus::transport::tcp {
 
 constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
 constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
-constexpr uint16_t kProtocolVersion = 2;          // 2: READY, RTS, PAUSE, RESUME frames
-constexpr size_t kHelloSize = 40;
-constexpr size_t kReplySize = 40;
+// 2: READY, RTS, PAUSE, RESUME frames; 3: the job secret's nonces and MACs.
+constexpr uint16_t kProtocolVersion = 3;
+constexpr size_t kHelloSize = 56;
+constexpr size_t kReplySize = 88;
+constexpr size_t kProofSize = 32;
+constexpr uint32_t kFlagSecret = 1;
 constexpr size_t kFrameHeaderSize = 64;
 constexpr uint32_t kMaxReasonLen = 4096;
 // No message may claim more than this (2^48 bytes): a larger total_len is a corrupt
@@ -70,6 +86,8 @@ struct Hello {
   int32_t world_size = 0;
   int32_t socket_index = 0;
   int32_t nsockets = 0;
+  bool has_secret = false;
+  Nonce nonce{};
 };
 
 struct Reply {
@@ -79,6 +97,9 @@ struct Reply {
   int32_t connector = 0;
   int32_t world_size = 0;
   int32_t nsockets = 0;
+  bool has_secret = false;
+  Nonce nonce{};
+  Sha256Digest mac{};  // MAC_A; zeros without a secret
   std::string reason;  // empty when accepted
 };
 
