@@ -592,11 +592,13 @@ Status CommunicatorImpl::Shutdown() {
     }
   }
   Status result;
+  bool barrier_passed = false;  // a rank lost before the exit skips both barriers
   if (connected_ && transport_ && transport_->health().ok() && rdv_ && rdv_->store) {
     // Wait (bounded) until every rank is shutting down, so that no rank closes its
     // connections while a peer still expects bytes on them.
     const Deadline deadline = Deadline::AfterMs(std::min<int64_t>(config_.timeout_ms, 60 * 1000));
     result = rendezvous::Barrier(*rdv_->store, prefix_ + "shutdown", rank_, size_, deadline);
+    barrier_passed = result.ok();
   }
   transport_.reset();
   {
@@ -609,7 +611,7 @@ Status CommunicatorImpl::Shutdown() {
     }
     ipc_.clear();
   }
-  if (connected_ && rdv_ && rdv_->store && result.ok() && spec_.method != "store") {
+  if (barrier_passed && rdv_ && rdv_->store && spec_.method != "store") {
     // The store's host must leave last: the others may still be reading the
     // barrier's answer. A failure here only means a rank left early: harmless.
     Status st = rendezvous::Barrier(*rdv_->store, prefix_ + "left", rank_, size_, Deadline::AfterMs(10 * 1000));
