@@ -215,6 +215,11 @@ const std::vector<Setting>& Table() {
     t.push_back(Text("CHORUS_SECRET_FILE", &Config::secret_file, "(none)",
                      "a file only its owner may read (mode 600 or stricter)",
                      "read the job secret from this file instead (one trailing newline dropped)"));
+    t.push_back(Int("CHORUS_PEER_TIMEOUT", "seconds", &Config::peer_timeout_ms, 1, 24 * 3600,
+                    "a TCP or RDMA peer that requests wait on and that sends nothing this long, even to a PING, "
+                    "fails the communicator naming it (a shared-memory peer: one stopped this long); TCP's kernel "
+                    "also gives up on a connection whose data or keepalive probes stay unacknowledged this long",
+                    1000));
     t.push_back(Mode("CHORUS_TRANSPORT", &Config::transport, kTransportModes,
                      "`auto`: shared memory within a host, between hosts RDMA where every rank has a verbs device, "
                      "else TCP; `shm`: as auto, but an error where ranks of one host cannot share memory; `tcp`, "
@@ -233,9 +238,7 @@ const std::vector<Setting>& Table() {
     t.push_back(Int("CHORUS_IB_GID_INDEX", "integer", &Config::ib_gid_index, -1, 1 << 16,
                     "RDMA GID index; -1: the RoCE v2 GID of the interface that reaches the master", 1, "-1"));
     t.push_back(Int("CHORUS_IB_PEER_TIMEOUT", "seconds", &Config::ib_peer_timeout_ms, 1, 24 * 3600,
-                    "an RDMA peer a request waits for that stays silent this long, even to a PING, fails the "
-                    "communicator naming it",
-                    1000));
+                    "`CHORUS_PEER_TIMEOUT` for RDMA peers only", 1000, "(`CHORUS_PEER_TIMEOUT`)"));
     t.push_back(Int("CHORUS_IB_POLL_US", "microseconds", &Config::ib_poll_us, 0, 1000000,
                     "the RDMA engine polls its completion queue this long before it sleeps (0: no spinning)"));
     t.push_back(Int("CHORUS_SPIN_US", "microseconds", &Config::spin_us, 0, 1000000,

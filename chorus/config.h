@@ -49,7 +49,8 @@ struct Config {
   int64_t ib_eager_bytes = 8 << 10;                         // CHORUS_IB_EAGER_BYTES
   int64_t ib_poll_us = 0;                                   // CHORUS_IB_POLL_US
   int64_t spin_us = 100;                                    // CHORUS_SPIN_US
-  int64_t ib_peer_timeout_ms = 10 * 1000;                   // CHORUS_IB_PEER_TIMEOUT
+  int64_t peer_timeout_ms = 30 * 1000;                      // CHORUS_PEER_TIMEOUT
+  int64_t ib_peer_timeout_ms = 0;                           // CHORUS_IB_PEER_TIMEOUT (0: peer_timeout_ms)
   CudaIpcMode cuda_ipc = CudaIpcMode::kAuto;                // CHORUS_CUDA_IPC
   CudaIpcOneGpu cuda_ipc_one_gpu = CudaIpcOneGpu::kLeader;  // CHORUS_CUDA_IPC_ONE_GPU
   CudaIpcSync cuda_ipc_sync = CudaIpcSync::kFlags;          // CHORUS_CUDA_IPC_SYNC
@@ -69,6 +70,8 @@ struct Config {
   JobSecret secret;                                         // CHORUS_SECRET or CHORUS_SECRET_FILE's content
   std::string secret_file;                                  // CHORUS_SECRET_FILE
 
+  // CHORUS_IB_PEER_TIMEOUT where set, else CHORUS_PEER_TIMEOUT.
+  int64_t rdma_peer_timeout_ms() const { return ib_peer_timeout_ms > 0 ? ib_peer_timeout_ms : peer_timeout_ms; }
   // Reads every CHORUS_* variable; an error names the variable, its bad value and
   // the values allowed.
   static Result<Config> FromEnv(const EnvLookup& env);

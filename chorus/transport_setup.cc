@@ -27,7 +27,7 @@ transport::RdmaOptions RdmaOptionsFor(const Config& config, const std::string& l
   o.timeout_ms = config.timeout_ms;
   o.eager_bytes = static_cast<uint32_t>(config.ib_eager_bytes);
   o.poll_us = config.ib_poll_us;
-  o.peer_timeout_ms = config.ib_peer_timeout_ms;
+  o.peer_timeout_ms = config.rdma_peer_timeout_ms();
   o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
   o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
   return o;
@@ -43,6 +43,7 @@ transport::TcpOptions TcpOptionsFor(const Config& config, const std::string& bin
   o.spin_us = config.spin_us;
   o.bind_address = bind_address;
   o.timeout_ms = config.timeout_ms;
+  o.peer_timeout_ms = config.peer_timeout_ms;
   o.early_cache_bytes = config.scratch_cache_bytes;
   o.pause_above = static_cast<uint64_t>(config.early_pause_bytes);
   o.resume_below = static_cast<uint64_t>(config.early_resume_bytes);
@@ -64,7 +65,7 @@ transport::ShmOptions ShmOptionsFor(const Config& config, int rank, int size, st
     case ShmSingleCopy::kOff: o.single_copy = transport::SingleCopy::kOff; break;
   }
   o.timeout_ms = config.timeout_ms;
-  o.peer_timeout_ms = config.ib_peer_timeout_ms;
+  o.peer_timeout_ms = config.peer_timeout_ms;
   o.spin_us = config.spin_us;
   o.early_cache_bytes = config.scratch_cache_bytes;
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);

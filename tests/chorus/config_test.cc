@@ -169,6 +169,8 @@ TEST(Config, GarbageIsAnErrorNamingTheVariable) {
   ExpectBad("CHORUS_IB_EAGER_BYTES", "2G");
   ExpectBad("CHORUS_IB_POLL_US", "forever");
   ExpectBad("CHORUS_IB_PEER_TIMEOUT", "0");
+  ExpectBad("CHORUS_PEER_TIMEOUT", "0");
+  ExpectBad("CHORUS_PEER_TIMEOUT", "soon");
   ExpectBad("CHORUS_SPIN_US", "-1");
   ExpectBad("CHORUS_SPIN_US", "a while");
 }
@@ -194,6 +196,20 @@ TEST(Config, ReadsTheRdmaVariables) {
   EXPECT_EQ(c->ib_poll_us, 200);
   EXPECT_EQ(c->ib_peer_timeout_ms, 30000);
   EXPECT_EQ(Config::FromEnv(MapEnv({}))->transport, TransportMode::kAuto);
+}
+
+TEST(Config, OnePeerTimeoutForTcpAndRdmaUnlessRdmaHasItsOwn) {
+  Result<Config> d = Config::FromEnv(MapEnv({}));
+  EXPECT_EQ(d->peer_timeout_ms, 30000);
+  EXPECT_EQ(d->rdma_peer_timeout_ms(), 30000);
+  Result<Config> c = Config::FromEnv(MapEnv({{"CHORUS_PEER_TIMEOUT", "5"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->peer_timeout_ms, 5000);
+  EXPECT_EQ(c->rdma_peer_timeout_ms(), 5000);
+  c = Config::FromEnv(MapEnv({{"CHORUS_PEER_TIMEOUT", "5"}, {"CHORUS_IB_PEER_TIMEOUT", "12"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->peer_timeout_ms, 5000);
+  EXPECT_EQ(c->rdma_peer_timeout_ms(), 12000);
 }
 
 TEST(Env, ByteSizes) {

@@ -110,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(SingleCopy, ShmKill, ::testing::Values("on", "off"),
 // timeout, as stopped; one that is only slow (asleep past the timeout) is waited for.
 Options WithPeerTimeout(Options o, int64_t ms) {
   Config c = o.config.value_or(Config::Process());
-  c.ib_peer_timeout_ms = ms;
+  c.peer_timeout_ms = ms;
   o.config = c;
   return o;
 }

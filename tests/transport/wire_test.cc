@@ -203,8 +203,9 @@ TEST(FrameMachines, ManyFramesSurviveAnyChunkingOfTheStream) {
   }
 }
 
-TEST(Wire, ReadyAndRtsFramesCarryNoPayload) {
-  for (FrameType t : {FrameType::kReady, FrameType::kRts}) {
+TEST(Wire, ControlFramesCarryNoPayload) {
+  for (FrameType t : {FrameType::kReady, FrameType::kRts, FrameType::kPause, FrameType::kResume, FrameType::kPing,
+                      FrameType::kPong}) {
     FrameHeader h;
     h.type = t;
     h.total_len = 100;
@@ -217,6 +218,14 @@ TEST(Wire, ReadyAndRtsFramesCarryNoPayload) {
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.status().message().find("READY/RTS"), std::string::npos) << bad.status().ToString();
   }
+  // The type after the last one is unknown (a newer peer's frame is an error, not data).
+  uint8_t buf[kFrameHeaderSize];
+  FrameHeader h;
+  h.type = static_cast<FrameType>(static_cast<uint32_t>(FrameType::kPong) + 1);
+  EncodeFrameHeader(h, buf);
+  Result<FrameHeader> unknown = DecodeFrameHeader(buf);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown frame type"), std::string::npos) << unknown.status().ToString();
 }
 
 // TakeUnstarted (a PAUSE takes queued messages back): the chosen frames leave the

@@ -74,7 +74,7 @@ start() {
   local r=$1 world=$2
   shift 2
   env MASTER_ADDR="${master:-127.0.0.1}" MASTER_PORT="$port" RANK="$r" WORLD_SIZE="$world" \
-    CHORUS_SECRET="$secret" CHORUS_PEER_TIMEOUT="$PEER_TIMEOUT_S" CHORUS_IB_PEER_TIMEOUT="$PEER_TIMEOUT_S" \
+    CHORUS_SECRET="$secret" CHORUS_PEER_TIMEOUT="$PEER_TIMEOUT_S" \
     CHORUS_CONNECT_TIMEOUT="$CONNECT_TIMEOUT_S" CHORUS_HOSTID="faults-host" "$@" \
     "$bin" --iters "$iters" >"$dir/out.${#pids[@]}" 2>"$dir/err.${#pids[@]}" &
   pids+=($!)

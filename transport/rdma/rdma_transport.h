@@ -32,7 +32,7 @@ struct RdmaOptions {
   int64_t timeout_ms = 30 * 60 * 1000;
   uint32_t eager_bytes = 8192;
   int64_t poll_us = 0;                        // poll before sleeping (CHORUS_IB_POLL_US)
-  int64_t peer_timeout_ms = 10000;            // a silent peer we wait for fails after this (CHORUS_IB_PEER_TIMEOUT)
+  int64_t peer_timeout_ms = 10000;            // a silent peer we wait for fails after this (CHORUS_PEER_TIMEOUT)
   uint64_t pause_above = kDefaultPauseAbove;  // early EAGER bytes held from one peer before it must send by RTS
   uint64_t resume_below = kDefaultResumeBelow;
 };

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -59,8 +61,20 @@ bool Rendezvous(uint64_t tag, uint64_t bytes) { return !IsCollectiveTag(tag) && 
 // spreading only pays where messages are large enough to fill a socket. Bytes.
 constexpr uint64_t kOneSocketBelow = 4096;
 
-std::string ErrnoText(int64_t res) {
-  return res == 0 ? "closed by the peer (EOF)" : std::strerror(static_cast<int>(-res));
+// Liveness (CheckPeers): a peer we wait on that has been silent for a part of the peer
+// timeout gets a PING; the peer's state is looked at that many times per timeout.
+constexpr int kPingAfterParts = 3;
+constexpr int kChecksPerTimeout = 10;
+
+std::string ErrnoText(int64_t res, int64_t peer_timeout_ms) {
+  if (res == 0) return "closed by the peer (EOF)";
+  std::string s = std::strerror(static_cast<int>(-res));
+  // TCP_USER_TIMEOUT or keepalive gave up (socket_util.h): data or probes unanswered.
+  if (res == -ETIMEDOUT) {
+    s += " (nothing acknowledged for CHORUS_PEER_TIMEOUT, " + std::to_string(peer_timeout_ms) +
+         " ms: link or host down?)";
+  }
+  return s;
 }
 
 }  // namespace
@@ -152,6 +166,7 @@ bool Engine::Step(Clock::time_point now, int max_wait_ms, bool engine_thread, Ba
   FailBrokenConns();
   FinalizeFailedPeers();
   CheckTimeouts(now);
+  CheckPeers(now);
   if (!aborting_ && stopping_) {
     if (active_ == 0) return finished_ = true;
     BeginAbort(AbortedError("transport destroyed with " + std::to_string(active_) + " requests pending"));
@@ -166,7 +181,7 @@ bool Engine::Step(Clock::time_point now, int max_wait_ms, bool engine_thread, Ba
     st = poller_->Poll(0);
     if (!inbox_.HasWork()) sched_yield();
   } else {
-    int timeout = NextTimeoutMs();
+    int timeout = NextTimeoutMs(now);
     if (max_wait_ms >= 0) timeout = timeout < 0 ? max_wait_ms : std::min(timeout, max_wait_ms);
     if (engine_thread && app_want_.load() > 0) timeout = 0;  // hand over at once
     if (wanted != nullptr && wanted->Test()) timeout = 0;    // the commands completed it
@@ -316,6 +331,8 @@ void Engine::DrainCommands(Clock::time_point now) {
   if (!b.posts.empty() && !app_progress_) last_activity_ = now;
   for (BasicRequestPtr& req : b.posts) {
     ++active_;
+    Peer& peer = peers_[req->peer()];
+    if (peer.pending++ == 0) peer.wait_since = now;  // silence counts from here
     deadlines_.Track(req, now);
     if (aborting_) {
       Finish(req, abort_status_);
@@ -337,6 +354,7 @@ void Engine::DrainCommands(Clock::time_point now) {
 void Engine::Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp) {
   if (req->Complete(st, remote_fp)) {
     --active_;
+    --peers_[req->peer()].pending;
     if (!app_progress_) last_activity_ = Clock::now();  // the io_uring engine's spin
   }
 }
@@ -404,6 +422,11 @@ void Engine::SendReady(int peer, uint64_t tag, uint64_t seq, InMsg& m, bool agai
 
 Status Engine::OnControlFrame(Conn* c, const FrameHeader& h) {
   Peer& peer = peers_[c->peer];
+  if (h.type == FrameType::kPing) {
+    if (!aborting_ && peer.error.ok()) SendControl(c->peer, FrameType::kPong, 0, 0, 0);
+    return Status::Ok();
+  }
+  if (h.type == FrameType::kPong) return Status::Ok();  // its bytes said it is alive (OnRecvResult)
   if (h.type == FrameType::kPause || h.type == FrameType::kResume) {
     peer.paused = h.type == FrameType::kPause;
     if (peer.paused) {
@@ -598,16 +621,17 @@ void Engine::OnRecvResult(Conn* c, int64_t res) {
   if (c->shut) return;
   if (res > 0) {
     ++moved_;
+    peers_[c->peer].heard = true;
     Status st = c->rx.OnReceived(static_cast<size_t>(res));
     if (!st.ok())
       FailPeer(c->peer, st.WithContext("rank " + std::to_string(rank_) + ": stream from " + PeerDesc(c->peer)));
     return;
   }
   if (res == -EINTR || res == -EAGAIN) return;
-  ConnLost(
-      c,
-      PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) + " lost: " + ErrnoText(res)),
-      /*recv_ended=*/true);
+  ConnLost(c,
+           PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
+                      " lost: " + ErrnoText(res, opts_.peer_timeout_ms)),
+           /*recv_ended=*/true);
 }
 
 void Engine::OnSendResult(Conn* c, int64_t res) {
@@ -631,7 +655,7 @@ void Engine::OnSendResult(Conn* c, int64_t res) {
   if (c->shut || res == -EINTR || res == -EAGAIN || !c->lost.ok()) return;
   ConnLost(c,
            PeerFailed("rank " + std::to_string(rank_) + ": connection to " + PeerDesc(c->peer) +
-                      " lost while sending: " + ErrnoText(res)),
+                      " lost while sending: " + ErrnoText(res, opts_.peer_timeout_ms)),
            /*recv_ended=*/false);  // its receive side may still hold the ABORT frame
 }
 
@@ -801,8 +825,48 @@ void Engine::CheckTimeouts(Clock::time_point now) {
                           " did not finish within " + std::to_string(opts_.timeout_ms) + " ms"));
 }
 
-int Engine::NextTimeoutMs() {
-  const int ms = (aborting_ || !failing_.empty() || !broken_.empty()) ? 10 : -1;
+void Engine::CheckPeers(Clock::time_point now) {
+  if (now < next_peer_check_ || aborting_) return;
+  const auto timeout = std::chrono::milliseconds(opts_.peer_timeout_ms);
+  const auto ping_after = timeout / kPingAfterParts;
+  next_peer_check_ = now + std::max<Clock::duration>(timeout / kChecksPerTimeout, std::chrono::milliseconds(1));
+  // Checks are due every tick while requests wait: a longer gap means this process did
+  // not run (stopped, starved), and what the peers sent meanwhile is still unread.
+  if (now - last_peer_check_ > ping_after) silence_from_ = now;
+  last_peer_check_ = now;
+  for (int p = 0; p < size_; ++p) {
+    Peer& peer = peers_[p];
+    // Heard since the last check: alive at least then, which this rounds up to now.
+    if (peer.heard) {
+      peer.heard = false;
+      peer.last_heard = now;
+    }
+    if (p == rank_ || peer.pending == 0 || !peer.error.ok()) continue;
+    const auto silent = now - std::max({peer.last_heard, peer.wait_since, silence_from_});
+    if (silent >= timeout) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+      FailPeer(p, PeerFailed("rank " + std::to_string(rank_) + ": " + PeerDesc(p) + " sent nothing for " +
+                             std::to_string(ms) + " ms while requests waited on it, not even the answer to a PING " +
+                             "(stopped, hung, or cut off?); CHORUS_PEER_TIMEOUT (" +
+                             std::to_string(opts_.peer_timeout_ms) + " ms) sets how long a peer may be silent"));
+      continue;
+    }
+    Conn* first = peer.conns.empty() ? nullptr : peer.conns[0].get();
+    if (silent >= ping_after && now - peer.last_ping >= ping_after && first != nullptr && !first->shut &&
+        first->lost.ok()) {
+      peer.last_ping = now;
+      SendControl(p, FrameType::kPing, 0, 0, 0);
+    }
+  }
+}
+
+int Engine::NextTimeoutMs(Clock::time_point now) {
+  int ms = (aborting_ || !failing_.empty() || !broken_.empty()) ? 10 : -1;
+  if (active_ > 0 && !aborting_) {  // CheckPeers is due
+    const auto until = std::chrono::duration_cast<std::chrono::milliseconds>(next_peer_check_ - now).count() + 1;
+    const int check = static_cast<int>(std::clamp<int64_t>(until, 0, INT32_MAX));
+    ms = ms < 0 ? check : std::min(ms, check);
+  }
   const int t = deadlines_.NextTimeoutMs();
   return ms < 0 ? t : t < 0 ? ms : std::min(ms, t);
 }

@@ -42,6 +42,9 @@ struct EngineOptions {
   int nsockets = 1;
   int64_t stripe_min_bytes = 256 << 10;
   int64_t timeout_ms = 30 * 60 * 1000;
+  // A peer that requests wait on and that sends nothing this long, not even the PONG to
+  // a PING, fails (CHORUS_PEER_TIMEOUT; docs/design/tcp_liveness.md).
+  int64_t peer_timeout_ms = 30 * 1000;
   bool use_uring = false;
   // With epoll: threads that wait on a request may drive the engine (application
   // progress). Off: the engine thread alone drives, as with io_uring (TCP channels after
@@ -126,6 +129,11 @@ class Engine final : public IoHandler, public RequestDriver {
     Tags tags;            // messages matched to Recvs, and fingerprints per tag group
     EarlyHold held;       // its early messages we keep, and whether we said PAUSE
     bool paused = false;  // it told us to PAUSE
+    // Liveness (CheckPeers): our unfinished requests with it, since when some are, when
+    // we last heard from it (at a check that found `heard` set) and last pinged it.
+    int pending = 0;
+    bool heard = false;  // bytes came since the last check
+    Clock::time_point wait_since{}, last_heard{}, last_ping{};
   };
 
   Engine(const EngineOptions& opts, std::vector<PeerInfo> peers);
@@ -185,7 +193,10 @@ class Engine final : public IoHandler, public RequestDriver {
   void QueueAbortFrame(Conn* c);  // needs no send in flight on c
   bool ProgressAbort();           // true once everything is failed and no I/O is in flight
   void CheckTimeouts(Clock::time_point now);
-  int NextTimeoutMs();
+  // Pings a peer that requests wait on and that has been silent for a while; fails one
+  // silent past peer_timeout_ms. Peers nobody waits on are never failed for silence.
+  void CheckPeers(Clock::time_point now);
+  int NextTimeoutMs(Clock::time_point now);
   std::string PeerDesc(int peer) const;  // "rank 1 (host h, 1.2.3.4:5)"
 
   const EngineOptions opts_;
@@ -225,6 +236,8 @@ class Engine final : public IoHandler, public RequestDriver {
   std::vector<Conn*> broken_;  // lost connections whose peer has not failed yet
   std::vector<int> failing_;   // peers whose sockets are shut but not yet released
   RequestDeadlines deadlines_{opts_.timeout_ms};
+  Clock::time_point next_peer_check_{}, last_peer_check_{};
+  Clock::time_point silence_from_{};  // no peer is silent since before this (CheckPeers)
   std::vector<BasicRequestPtr> sent_scratch_;
 };
 

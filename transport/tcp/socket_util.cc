@@ -7,7 +7,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -98,6 +100,28 @@ Status SetDataSocketOptions(int fd, int64_t bufsize) {
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
     return IoError("setsockopt(TCP_NODELAY)", errno);
   return SetBuffers(fd, bufsize);
+}
+
+Status SetLivenessOptions(int fd, int64_t peer_timeout_ms) {
+  const auto user_timeout = static_cast<unsigned>(std::clamp<int64_t>(peer_timeout_ms, 1, INT32_MAX));
+  // Probes start after a third of the timeout idle (whole seconds, at least one), so
+  // TCP_USER_TIMEOUT, which then decides, sees unanswered probes by the time it expires.
+  const int idle = static_cast<int>(std::clamp<int64_t>(peer_timeout_ms / 3000, 1, 3600));
+  const int interval = std::max(1, idle / 2);
+  const int count = 3;
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout)) != 0)
+    return IoError("setsockopt(TCP_USER_TIMEOUT=" + std::to_string(user_timeout) + ")", errno);
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0)
+    return IoError("setsockopt(SO_KEEPALIVE)", errno);
+  if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count)) != 0) {
+    return IoError("setsockopt(TCP_KEEPIDLE=" + std::to_string(idle) + ", TCP_KEEPINTVL=" + std::to_string(interval) +
+                       ", TCP_KEEPCNT=" + std::to_string(count) + ")",
+                   errno);
+  }
+  return Status::Ok();
 }
 
 Result<UniqueFd> ListenTcp(const std::string& ip, int backlog, int64_t bufsize, std::string* bound_address) {

@@ -33,6 +33,11 @@ Result<UniqueFd> ConnectTcp(const std::string& address, int64_t bufsize, Deadlin
 Result<UniqueFd> AcceptTcp(int listen_fd, Deadline deadline);
 // TCP_NODELAY and, when bufsize > 0, SO_SNDBUF/SO_RCVBUF (forced past rmem_max when allowed).
 Status SetDataSocketOptions(int fd, int64_t bufsize);
+// A connection whose sent bytes, or keepalive probes, stay unacknowledged for about
+// peer_timeout_ms fails with ETIMEDOUT (TCP_USER_TIMEOUT, SO_KEEPALIVE): a cut link or a
+// vanished host is noticed in seconds, not after the kernel's retransmissions (minutes).
+// The peer's kernel answers both, so a busy or stopped peer process is not failed by them.
+Status SetLivenessOptions(int fd, int64_t peer_timeout_ms);
 
 // Blocking (poll-based) transfer of exactly len bytes on a non-blocking socket.
 // `what` names the peer in errors.

@@ -144,7 +144,10 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   CHORUS_RETURN_IF_ERROR(accept_status);
   listen_fd_.reset();
   for (auto& v : sockets) {
-    for (UniqueFd& fd : v) CHORUS_RETURN_IF_ERROR(tcp::SetDataSocketOptions(fd.get(), opts_.socket_bufsize));
+    for (UniqueFd& fd : v) {
+      CHORUS_RETURN_IF_ERROR(tcp::SetDataSocketOptions(fd.get(), opts_.socket_bufsize));
+      CHORUS_RETURN_IF_ERROR(tcp::SetLivenessOptions(fd.get(), opts_.peer_timeout_ms));
+    }
   }
 
   tcp::EngineOptions eo;
@@ -154,6 +157,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.stripe_min_bytes = opts_.stripe_min_bytes;
   eo.spin_us = opts_.spin_us;
   eo.timeout_ms = opts_.timeout_ms;
+  eo.peer_timeout_ms = opts_.peer_timeout_ms;
   eo.use_uring = use_uring_;
   eo.early_cache_bytes = opts_.early_cache_bytes;
   eo.rendezvous_all_from = opts_.rendezvous_all_from;

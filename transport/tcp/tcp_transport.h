@@ -48,6 +48,7 @@ struct TcpOptions {
   int64_t spin_us = 0;                   // poll this long after activity (CHORUS_SPIN_US)
   std::string bind_address = "127.0.0.1";
   int64_t timeout_ms = 30 * 60 * 1000;             // per-request deadline, enforced by the engine
+  int64_t peer_timeout_ms = 30 * 1000;             // a silent peer we wait on fails (CHORUS_PEER_TIMEOUT)
   int64_t early_cache_bytes = int64_t{256} << 20;  // buffers of early messages kept (CHORUS_SCRATCH_CACHE)
   uint64_t rendezvous_all_from = UINT64_MAX;       // tests: see tcp::EngineOptions
   uint64_t pause_above = kDefaultPauseAbove;       // early bytes held from a peer before it is told to PAUSE

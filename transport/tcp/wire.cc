@@ -148,7 +148,7 @@ Result<FrameHeader> DecodeFrameHeader(const uint8_t in[kFrameHeaderSize]) {
                          "; the stream is out of sync)");
   }
   uint32_t type = Get<uint32_t>(in + 4);
-  if (type < static_cast<uint32_t>(FrameType::kData) || type > static_cast<uint32_t>(FrameType::kResume)) {
+  if (type < static_cast<uint32_t>(FrameType::kData) || type > static_cast<uint32_t>(FrameType::kPong)) {
     return ProtocolError("frame header: unknown frame type " + std::to_string(type));
   }
   FrameHeader h;
@@ -169,8 +169,8 @@ Result<FrameHeader> DecodeFrameHeader(const uint8_t in[kFrameHeaderSize]) {
     return ProtocolError("frame header: bad ABORT frame of " + std::to_string(h.len) + " bytes");
   }
   if (IsControlFrame(h.type) && (h.len != 0 || h.offset != 0)) {
-    return ProtocolError("frame header: control frame (READY/RTS/PAUSE/RESUME) with " + std::to_string(h.len) +
-                         " payload bytes");
+    return ProtocolError("frame header: control frame (READY/RTS/PAUSE/RESUME/PING/PONG) with " +
+                         std::to_string(h.len) + " payload bytes");
   }
   return h;
 }

@@ -54,6 +54,9 @@
 //    PAUSE / RESUME (receiver -> sender; no fields): the receiver holds too many bytes
 //    of messages whose Recv is not posted yet; until RESUME the sender sends every
 //    non-empty message by rendezvous.
+//    PING / PONG (no fields, on a peer's first socket): a rank whose requests wait on a
+//    peer that has sent nothing for a while asks whether it is alive; the peer's engine
+//    answers PONG. Any frame from a peer proves it alive (docs/design/tcp_liveness.md).
 #pragma once
 
 #include <cstddef>
@@ -67,7 +70,7 @@ namespace chorus::transport::tcp {
 
 constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
 constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
-// 2: READY, RTS, PAUSE, RESUME frames; 3: the job secret's nonces and MACs.
+// 2: READY, RTS, PAUSE, RESUME frames; 3: the job secret's nonces and MACs, PING, PONG.
 constexpr uint16_t kProtocolVersion = 3;
 constexpr size_t kHelloSize = 56;
 constexpr size_t kReplySize = 88;
@@ -103,9 +106,18 @@ struct Reply {
   std::string reason;  // empty when accepted
 };
 
-enum class FrameType : uint32_t { kData = 1, kAbort = 2, kReady = 3, kRts = 4, kPause = 5, kResume = 6 };
-// READY, RTS, PAUSE and RESUME carry no payload (see the top of this file).
-inline bool IsControlFrame(FrameType t) { return t >= FrameType::kReady && t <= FrameType::kResume; }
+enum class FrameType : uint32_t {
+  kData = 1,
+  kAbort = 2,
+  kReady = 3,
+  kRts = 4,
+  kPause = 5,
+  kResume = 6,
+  kPing = 7,
+  kPong = 8,
+};
+// READY, RTS, PAUSE, RESUME, PING and PONG carry no payload (see the top of this file).
+inline bool IsControlFrame(FrameType t) { return t >= FrameType::kReady && t <= FrameType::kPong; }
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
