@@ -67,8 +67,12 @@ void InputOrder(const Context& ctx, Ranges ranges) {
   if (ctx.staging != nullptr) ctx.staging->InputOrder(ranges());
 }
 
+// kMismatch: "rank <this> called <ctx.fingerprint> but rank <peer> called <remote>"
+// (`describe` renders a fingerprint as text).
+Status CallMismatch(const Context& ctx, int peer, uint64_t remote_fingerprint,
+                    std::string (*describe)(uint64_t fingerprint));
 // Waits for a request; turns a fingerprint mismatch into an error naming both calls
-// (via `describe`, which renders a fingerprint as text).
+// (CallMismatch).
 Status WaitRequest(const Context& ctx, transport::Request& req, int peer,
                    std::string (*describe)(uint64_t fingerprint));
 

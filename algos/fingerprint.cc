@@ -19,6 +19,11 @@ const char* CollectiveName(Collective c) {
   return "unknown-collective";
 }
 
+bool IsRooted(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+         c == Collective::kScatter;
+}
+
 uint64_t Fingerprint(Collective c, size_t count, DataType dtype, ReduceOp op, int root) {
   return (uint64_t{static_cast<uint8_t>(c)} << 56) | (uint64_t{static_cast<uint8_t>(dtype)} & 0xf) << 52 |
          (uint64_t{static_cast<uint8_t>(op)} & 0xf) << 48 | (static_cast<uint64_t>(root) & 0xffff) << 32 |
@@ -44,10 +49,7 @@ std::string DescribeFingerprint(uint64_t fp) {
   if (c == Collective::kReduce || c == Collective::kAllReduce || c == Collective::kReduceScatter) {
     s += std::string(", ") + ReduceOpName(op);
   }
-  if (c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
-      c == Collective::kScatter) {
-    s += ", root=" + std::to_string(root);
-  }
+  if (IsRooted(c)) s += ", root=" + std::to_string(root);
   return s + ")" + by;
 }
 

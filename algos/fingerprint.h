@@ -29,6 +29,8 @@ enum class Collective : uint8_t {
 };
 
 const char* CollectiveName(Collective c);
+// Broadcast, reduce, gather and scatter: the collectives that take a root.
+bool IsRooted(Collective c);
 
 uint64_t Fingerprint(Collective c, size_t count, DataType dtype, ReduceOp op, int root);
 // Records the algorithm (an Algorithm value, see selector.h) in a fingerprint.

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "algos/agreement.h"
 #include "algos/barrier.h"
 
 namespace chorus::internal {
@@ -88,9 +89,7 @@ Status Validate(const CollectiveCall& call, int rank, int world_size) {
   if (static_cast<int>(call.op) >= kNumReduceOps) {
     return InvalidArgument(what() + ": op " + std::to_string(static_cast<int>(call.op)) + " is not a ReduceOp");
   }
-  const bool rooted = call.kind == Collective::kBroadcast || call.kind == Collective::kReduce ||
-                      call.kind == Collective::kGather || call.kind == Collective::kScatter;
-  if (rooted && (call.root < 0 || call.root >= world_size)) {
+  if (algos::IsRooted(call.kind) && (call.root < 0 || call.root >= world_size)) {
     return InvalidArgument(what() + ": root " + std::to_string(call.root) +
                            " is not a rank of this communicator (size " + std::to_string(world_size) + ")");
   }
@@ -116,6 +115,9 @@ Status Validate(const CollectiveCall& call, int rank, int world_size) {
 
 Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algorithm algorithm,
                 const algos::Tuning& tuning) {
+  // A rooted call's ranks need not all hear from a rank that disagrees on it
+  // (algos/agreement.h); the others compare fingerprints as they receive.
+  if (algos::IsRooted(c.kind)) CHORUS_RETURN_IF_ERROR(algos::AgreeOnCall(ctx));
   switch (c.kind) {
     case Collective::kAllReduce:
       if (algorithm == algos::Algorithm::kRecursiveDoubling) {

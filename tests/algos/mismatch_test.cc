@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/agreement.h"
 #include "algos/barrier.h"
 #include "algos/collectives.h"
 #include "algos/fingerprint.h"
@@ -229,19 +230,75 @@ TEST(MismatchTest, MixedAllReduceAlgorithmsNeverGiveWrongData) {
   EXPECT_LT(o.seconds, 5.0);
 }
 
-// Known gap, disabled until the transport can tell: two ranks that each believe they
-// are the root of a broadcast both send and neither receives, so both return OK
-// holding different data, and each transport keeps the other's message unmatched
-// for good. A message arriving for a call whose tags were released (or still
-// unmatched when they are) could be reported as a mismatch naming both calls.
-TEST(MismatchTest, DISABLED_BroadcastRootsDisagree) {
-  Outcome o = RunCalls({BroadcastCall(64, 0), BroadcastCall(64, 1)});
-  ExpectMismatchNaming(o, "broadcast(count=64, float32, root=0)", "broadcast(count=64, float32, root=1)");
+// What Dispatch runs for a rooted call: the agreement on the call, then the algorithm.
+Call Agreed(const Call& c) {
+  return Call{c.fingerprint, [run = c.run](const Context& ctx) -> Status {
+                CHORUS_RETURN_IF_ERROR(algos::AgreeOnCall(ctx));
+                return run(ctx);
+              }};
+}
+
+// Every rank reports kMismatch naming its own call and another rank's, long before the
+// deadline.
+void ExpectMismatchOnEveryRank(const std::vector<Call>& calls) {
+  Outcome o = RunCalls(calls);
+  ASSERT_EQ(o.status.size(), calls.size());
+  std::string all;
+  for (size_t r = 0; r < o.status.size(); ++r) all += "\n  rank " + std::to_string(r) + ": " + o.status[r].ToString();
+  for (size_t r = 0; r < o.status.size(); ++r) {
+    const std::string& m = o.status[r].message();
+    const std::string mine = algos::DescribeFingerprint(calls[r].fingerprint);
+    bool other = false;
+    for (const Call& c : calls) {
+      const std::string d = algos::DescribeFingerprint(c.fingerprint);
+      other = other || (d != mine && m.find(d) != std::string::npos);
+    }
+    EXPECT_EQ(o.status[r].code(), StatusCode::kMismatch) << "rank " << r << all;
+    EXPECT_NE(m.find("rank " + std::to_string(r) + " called " + mine), std::string::npos) << "rank " << r << all;
+    EXPECT_TRUE(other) << "rank " << r << " names no other call" << all;
+  }
+  EXPECT_LT(o.seconds, kDeadlineMs / 1000.0 / 2) << "mismatch took too long to surface:" << all;
+}
+
+// Two ranks that each believe they are the root of a broadcast both only send: without
+// the agreement both returned OK holding different data.
+TEST(MismatchTest, AgreedBroadcastRootsDisagree) {
+  ExpectMismatchOnEveryRank({Agreed(BroadcastCall(64, 0)), Agreed(BroadcastCall(64, 1))});
+}
+
+TEST(MismatchTest, AgreedScatterRootsDisagreeOnOneOfThree) {
+  ExpectMismatchOnEveryRank({Agreed(ScatterCall(2, 0)), Agreed(ScatterCall(2, 0)), Agreed(ScatterCall(2, 1))});
+}
+
+// Rank 2 hears only from ranks that agree with it (1, then 0): it learns of rank 3 from
+// rank 0's record (rank 0 learnt it when rank 3's message failed its first receive).
+TEST(MismatchTest, AgreedReduceRootsLearntThroughAPeer) {
+  ExpectMismatchOnEveryRank(
+      {Agreed(ReduceCall(8, 0)), Agreed(ReduceCall(8, 0)), Agreed(ReduceCall(8, 0)), Agreed(ReduceCall(8, 3))});
+}
+
+TEST(MismatchTest, AgreedGatherCountsDisagreeOnFiveRanks) {
+  ExpectMismatchOnEveryRank({Agreed(GatherCall(4, 1)), Agreed(GatherCall(4, 1)), Agreed(GatherCall(5, 1)),
+                             Agreed(GatherCall(4, 1)), Agreed(GatherCall(4, 1))});
+}
+
+TEST(MismatchTest, AgreedRanksRunTheCall) {
+  Outcome o =
+      RunCalls({Agreed(BroadcastCall(1000, 2)), Agreed(BroadcastCall(1000, 2)), Agreed(BroadcastCall(1000, 2))});
+  for (const Status& st : o.status) EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// A rank in the agreement of a rooted call against ranks in an all_reduce: the
+// agreement's messages carry the call's fingerprint, so the all_reduce ranks see it.
+TEST(MismatchTest, AgreedBroadcastAgainstAllReduce) {
+  Outcome o = RunCalls({AllReduceRingCall(64), Agreed(BroadcastCall(64, 0)), AllReduceRingCall(64)});
+  ExpectMismatchNaming(o, "broadcast(count=64, float32, root=0)", "all_reduce(count=64, float32, sum)");
 }
 
 // Ranks that disagree on the root may build trees that never connect (here: two
 // ranks that each believe they are the root of a reduce exchange no message at
-// all), so no fingerprint can catch it: the deadline must, on every rank.
+// all), so no fingerprint can catch it: the agreement above does, and without it the
+// deadline must, on every rank.
 TEST(MismatchTest, DisjointSchedulesEndAtTheDeadline) {
   Outcome o = RunCalls({ReduceCall(8, 0), ReduceCall(8, 1)}, /*deadline_ms=*/500);
   ASSERT_EQ(o.status.size(), 2u);

@@ -3,12 +3,14 @@
 // I-form) get an error naming both calls, well before the timeout, never a hang or
 // silently wrong data. The rank that sees the foreign message reports kMismatch;
 // the others fail with kPeerFailed carrying that report (a rank whose own part
-// completed learns of it on its next call).
+// completed learns of it on its next call). Rooted collectives agree on the call
+// first, so there every rank gets kMismatch.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algos/fingerprint.h"
@@ -169,6 +171,125 @@ TEST(MismatchApiConfig, RanksForcingDifferentAlgorithms) {
   });
   for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), kTimeoutMs / 2000.0);
+}
+
+// Rooted collectives whose ranks disagree on the root (or count, dtype, op): a rank may
+// never receive from the one that disagrees (roots 0 and 1 of a broadcast both only
+// send), so the call first agrees on its fingerprint (algos/agreement.h). Every rank
+// gets kMismatch naming its own call and another, none returns OK or waits for the
+// deadline. The failed call aborts the communicator, as any mismatch does; a fresh one
+// then runs the same collective correctly.
+Status NamesMineAndAnother(const Status& st, const std::vector<ApiCase>& calls, const ApiCase& mine) {
+  if (st.code() != StatusCode::kMismatch) return InternalError("not kMismatch: " + st.ToString());
+  if (st.message().find(Describe(mine)) == std::string::npos) {
+    return InternalError("error does not name " + Describe(mine) + ": " + st.ToString());
+  }
+  for (const ApiCase& c : calls) {
+    if (Describe(c) != Describe(mine) && st.message().find(Describe(c)) != std::string::npos) return Status::Ok();
+  }
+  return InternalError("error names no other call: " + st.ToString());
+}
+
+int RootedRank(int rank, const Options& o, const Options& fresh, const MismatchCase& m) {
+  auto comm = Communicator::Create(o);
+  RANK_OK(comm.status());
+  ApiCall call(m.calls[rank], rank, (*comm)->size());
+  const auto start = std::chrono::steady_clock::now();
+  Status st = m.async ? call.Post(**comm).Wait() : call.Run(**comm);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "rank %d (%s): %s\n", rank, Describe(m.calls[rank]).c_str(), st.ToString().c_str());
+  RANK_OK(NamesMineAndAnother(st, m.calls, m.calls[rank]));
+  RANK_CHECK(seconds < kTimeoutMs / 1000.0 / 2, "the mismatch took " + std::to_string(seconds) + " s to surface");
+
+  auto again = Communicator::Create(fresh);
+  RANK_OK(again.status());
+  ApiCase matched = m.calls[0];
+  matched.seed += 1;
+  ApiCall ok(matched, rank, (*again)->size());
+  RANK_OK(m.async ? ok.Post(**again).Wait() : ok.Run(**again));
+  RANK_OK(ok.Check());
+  return 0;
+}
+
+Options RootedOptions(int64_t window) {
+  Options o = FileInitOptions(kTimeoutMs);
+  if (window > 0) o.config->staging_window_bytes = window;
+  return o;
+}
+
+class RootedMismatchApi : public ::testing::TestWithParam<MismatchCase> {};
+
+TEST_P(RootedMismatchApi, EveryRankGetsMismatchNamingBothCalls) {
+  const MismatchCase& m = GetParam();
+  const Options o = RootedOptions(m.window), fresh = RootedOptions(m.window);
+  ExpectAllOk(RunRanks(static_cast<int>(m.calls.size()), [&](int r) { return RootedRank(r, o, fresh, m); }));
+}
+
+// The call of each rank: `kind` of `count` float32 (8 bytes: 2; over 1 MiB: 300000),
+// roots as given.
+std::vector<ApiCase> Roots(Collective kind, size_t count, std::vector<int> roots) {
+  std::vector<ApiCase> calls;
+  for (int root : roots) calls.push_back(Spec(kind, count, DataType::kFloat32, ReduceOp::kSum, root));
+  return calls;
+}
+
+std::vector<MismatchCase> RootedCases() {
+  using C = Collective;
+  const DataType f32 = DataType::kFloat32;
+  constexpr size_t kSmall = 2, kLarge = 300000;
+  std::vector<MismatchCase> cases;
+  for (auto [kind, name] : {std::pair<C, std::string>{C::kBroadcast, "Broadcast"},
+                            {C::kScatter, "Scatter"},
+                            {C::kReduce, "Reduce"},
+                            {C::kGather, "Gather"}}) {
+    cases.push_back({name + "Roots01", Roots(kind, kSmall, {0, 1})});
+    cases.push_back({name + "Roots01Large", Roots(kind, kLarge, {0, 1})});
+    cases.push_back({name + "Roots001", Roots(kind, kSmall, {0, 0, 1})});
+    cases.push_back({name + "Roots001Large", Roots(kind, kLarge, {0, 0, 1})});
+    cases.push_back({name + "Roots0003", Roots(kind, kSmall, {0, 0, 0, 3})});
+    cases.push_back({name + "Roots1120Large", Roots(kind, kLarge, {1, 1, 2, 0})});
+    cases.push_back({name + "Roots001Async", Roots(kind, kSmall, {0, 0, 1}), true});
+    cases.push_back({name + "Counts",
+                     {Spec(kind, 7, f32, ReduceOp::kSum, 1), Spec(kind, 8, f32, ReduceOp::kSum, 1),
+                      Spec(kind, 7, f32, ReduceOp::kSum, 1)}});
+  }
+  // In windows of 4 KiB: the first window already disagrees.
+  cases.push_back({"BroadcastRoots01InWindows", Roots(C::kBroadcast, kLarge, {0, 1}), false, 4096});
+  cases.push_back({"ReduceRoots010InWindowsAsync", Roots(C::kReduce, 5000, {0, 1, 0}), true, 4096});
+  cases.push_back(
+      {"ReduceOps", {Spec(C::kReduce, 5, f32, ReduceOp::kSum, 0), Spec(C::kReduce, 5, f32, ReduceOp::kMax, 0)}});
+  cases.push_back(
+      {"GatherDtypes",
+       {Spec(C::kGather, 5, f32, ReduceOp::kSum, 0), Spec(C::kGather, 5, DataType::kInt32, ReduceOp::kSum, 0)}});
+  cases.push_back({"BroadcastVsScatter",
+                   {Spec(C::kBroadcast, 5, f32, ReduceOp::kSum, 0), Spec(C::kScatter, 5, f32, ReduceOp::kSum, 0)}});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rooted, RootedMismatchApi, ::testing::ValuesIn(RootedCases()),
+                         [](const ::testing::TestParamInfo<MismatchCase>& info) { return info.param.name; });
+
+// The same within sub-communicators: ranks {0, 2} and {1, 3} each broadcast with
+// roots 0 and 1 of their group; every rank gets kMismatch, and the parent communicator,
+// whose transport is its own, still works.
+TEST(RootedMismatchApiSplit, EveryRankOfEachGroup) {
+  const Options o = FileInitOptions(kTimeoutMs);
+  ExpectAllOk(RunRanks(4, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    auto sub = (*comm)->Split(rank % 2, rank);
+    RANK_OK(sub.status());
+    const int sub_rank = (*sub)->rank();
+    const std::vector<ApiCase> calls = Roots(Collective::kBroadcast, 4, {0, 1});
+    ApiCall call(calls[sub_rank], sub_rank, (*sub)->size());
+    Status st = call.Run(**sub);
+    std::fprintf(stderr, "rank %d (group rank %d): %s\n", rank, sub_rank, st.ToString().c_str());
+    RANK_OK(NamesMineAndAnother(st, calls, calls[sub_rank]));
+    ApiCall ok(Spec(Collective::kBroadcast, 1000, DataType::kFloat32, ReduceOp::kSum, 3), rank, (*comm)->size());
+    RANK_OK(ok.Run(**comm));
+    RANK_OK(ok.Check());
+    return 0;
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, MismatchApi, ::testing::ValuesIn(Cases()),
