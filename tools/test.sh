@@ -7,6 +7,8 @@
 # under TSan (tools/sanitizer_lanes.sh), counted in the same line too, named apart.
 # With --lint (the default when CI=true) it also runs tools/lint.sh: format, clang-tidy
 # and shellcheck, each counted as one case.
+# With --faults (the default when CI=true) it also runs the fault-injection suite
+# (tools/faults/run.sh -n 3), each fault counted as one case.
 # Other arguments go to bazel test (e.g. tools/test.sh //tests/chorus/...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,8 @@ cd "$(dirname "$0")/.."
 rdma_lane=0
 sanitizer_lanes=0
 lint_lane=0
-if [ "${CI:-}" = "true" ]; then rdma_lane=1; sanitizer_lanes=1; lint_lane=1; fi
+faults_lane=0
+if [ "${CI:-}" = "true" ]; then rdma_lane=1; sanitizer_lanes=1; lint_lane=1; faults_lane=1; fi
 args=()
 for a in "$@"; do
   case "$a" in
@@ -24,6 +27,8 @@ for a in "$@"; do
     --no-sanitizers) sanitizer_lanes=0 ;;
     --lint) lint_lane=1 ;;
     --no-lint) lint_lane=0 ;;
+    --faults) faults_lane=1 ;;
+    --no-faults) faults_lane=0 ;;
     *) args+=("$a") ;;
   esac
 done
@@ -67,6 +72,11 @@ if [ $lint_lane -eq 1 ]; then
   tools/lint.sh "$lint_out" || true  # counted from its XML below
   count_args+=(--xml-dir "lint=$lint_out")
 fi
+if [ $faults_lane -eq 1 ]; then
+  faults_out=$(mktemp -d)
+  tools/faults/run.sh -n 3 --xml "$faults_out" || true  # counted from its XML below
+  count_args+=(--xml-dir "faults=$faults_out")
+fi
 count_rc=0
 python3 tools/count_tests.py "$testlogs" --bazel-exit "$rc" --labels "$labels" "${count_args[@]+"${count_args[@]}"}" ||
   count_rc=$?
@@ -74,5 +84,6 @@ rm -f "$labels"
 if [ $rdma_lane -eq 1 ]; then rm -rf "$lane_out"; fi
 if [ $sanitizer_lanes -eq 1 ]; then rm -rf "$lanes_out"; fi
 if [ $lint_lane -eq 1 ]; then rm -rf "$lint_out"; fi
+if [ $faults_lane -eq 1 ]; then rm -rf "$faults_out"; fi
 [ $rc -ne 0 ] && exit $rc
 exit $count_rc

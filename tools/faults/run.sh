@@ -9,21 +9,23 @@
 # and prints, per fault, runs / clean / hangs / crashes / other and the worst time from
 # the fault to the last rank's error.
 #
-#   tools/faults/run.sh [-n RUNS] [--only f1,f2] [--keep DIR]
+#   tools/faults/run.sh [-n RUNS] [--only f1,f2] [--keep DIR] [--xml DIR]
 # Faults: kill freeze linkcut storekill stranger insider garbage idle worldsize duprank
 # portinuse. Jobs run with CHORUS_SECRET set and a peer timeout of PEER_TIMEOUT_S.
-# Builds //tools/faults:fault_rank first. Exit 0 when every run was clean.
+# Builds //tools/faults:fault_rank first. Exit 0 when every run was clean. --xml DIR
+# writes DIR/faults.xml, one JUnit case per fault (tools/test.sh counts them in CI).
 set -uo pipefail  # no -e: a failing rank is what the suite expects and inspects
 cd "$(dirname "$0")/../.." || exit 2
 
 readonly PROG=faults/run.sh PEER_TIMEOUT_S=4 CONNECT_TIMEOUT_S=10
-runs=10 only="" keep=""
+runs=10 only="" keep="" xml=""
 all_faults="kill freeze linkcut storekill stranger insider garbage idle worldsize duprank portinuse"
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) runs=${2:?-n needs a count}; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
+    --xml) xml=${2:?--xml needs a directory}; shift 2 ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "$PROG: unknown flag '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -288,9 +290,29 @@ for fault in $faults; do
   done
   if ((n[skipped] == runs)); then
     printf "%-10s %5s %s\n" "$fault" 0 "skipped: no network namespaces here (two_nodes.sh check)"
+    echo "$fault skipped" >>"$work/summary"
     continue
   fi
   printf "%-10s %5d %6d %6d %8d %6d %14d\n" "$fault" "$runs" "${n[clean]}" "${n[hang]}" "${n[crash]}" "${n[other]}" "$worst"
+  echo "$fault $runs ${n[clean]} ${n[hang]} ${n[crash]} ${n[other]} $worst" >>"$work/summary"
   ((n[clean] == runs)) || status=1
 done
+if [[ -n "$xml" ]]; then
+  mkdir -p "$xml"
+  python3 - "$xml/faults.xml" "$work/summary" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+path, summary = sys.argv[1], sys.argv[2]
+suite = ET.Element("testsuite", name="faults")
+for line in open(summary):
+    f = line.split()
+    case = ET.SubElement(suite, "testcase", classname="faults", name=f[0])
+    if f[1] == "skipped":
+        ET.SubElement(case, "skipped", message="no network namespaces here")
+    elif f[1] != f[2]:
+        ET.SubElement(case, "failure", message="%s of %s runs clean (hangs %s, crashes %s, other %s)" %
+                      (f[2], f[1], f[3], f[4], f[5]))
+ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+PY
+fi
 exit $status
