@@ -122,6 +122,16 @@ Result<std::string> SelectInterfaceAddress(const std::string& ifname_filter, con
   return addr;
 }
 
+std::string StoreBindAddress(const std::string& master_addr, const std::vector<NetInterface>& interfaces) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, master_addr.c_str(), &v4) != 1) return "";
+  if ((ntohl(v4.s_addr) >> 24) == 127) return master_addr;
+  for (const NetInterface& i : interfaces) {
+    if (i.ip == master_addr) return master_addr;
+  }
+  return "";
+}
+
 std::string RandomHex() {
   std::random_device rd;
   uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();

@@ -45,6 +45,12 @@ Result<std::string> SelectFromInterfaces(const std::string& ifname_filter, const
 // The first non-loopback IPv4 that is up, else 127.0.0.1.
 std::string DefaultHostAddress();
 
+// Where the store of MASTER_ADDR listens: that address where it is a numeric IPv4 of
+// this host (127.0.0.1 keeps the store off the network), else "" (every interface): a
+// name may resolve to 127.0.1.1 here but to the real address on other hosts, and an
+// address that is not local may be a NAT's.
+std::string StoreBindAddress(const std::string& master_addr, const std::vector<NetInterface>& interfaces);
+
 // This machine's hostname ("?" when it cannot be read).
 std::string HostName();
 // 16 random hex digits: nonces and tokens that tell runs and processes apart.

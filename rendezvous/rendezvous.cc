@@ -118,7 +118,8 @@ Result<Rendezvous> JoinTcp(const InitSpec& spec, Deadline deadline) {
   Rendezvous rdv;
   const std::string where = JoinHostPort(spec.master_addr, spec.master_port);
   if (spec.rank == 0) {
-    Result<std::unique_ptr<StoreServer>> server = StoreServer::Start("", spec.master_port, spec.secret);
+    const std::string bind = StoreBindAddress(spec.master_addr, ListInterfaces());
+    Result<std::unique_ptr<StoreServer>> server = StoreServer::Start(bind, spec.master_port, spec.secret);
     if (server.ok()) {
       rdv.server = std::move(server.value());
     } else if (server.status().code() == StatusCode::kUnavailable) {

@@ -89,5 +89,16 @@ TEST(LocalAddress, ListIncludesLoopback) {
   EXPECT_TRUE(lo);
 }
 
+// The store listens on MASTER_ADDR only where that is a numeric address of this host.
+TEST(StoreBindAddress, OnlyALocalNumericMasterAddressNarrowsIt) {
+  const std::vector<NetInterface> here = {{"lo", "127.0.0.1", true}, {"eth0", "10.0.0.2", false}};
+  EXPECT_EQ(StoreBindAddress("127.0.0.1", here), "127.0.0.1");
+  EXPECT_EQ(StoreBindAddress("127.0.1.1", here), "127.0.1.1");  // loopback, even if not listed
+  EXPECT_EQ(StoreBindAddress("10.0.0.2", here), "10.0.0.2");
+  EXPECT_EQ(StoreBindAddress("10.0.0.3", here), "");  // not ours: a NAT's, say
+  EXPECT_EQ(StoreBindAddress("node1", here), "");     // a name may resolve otherwise elsewhere
+  EXPECT_EQ(StoreBindAddress("::1", here), "");
+}
+
 }  // namespace
 }  // namespace chorus::rendezvous
