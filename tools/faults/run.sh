@@ -10,8 +10,8 @@
 # the fault to the last rank's error.
 #
 #   tools/faults/run.sh [-n RUNS] [--only f1,f2] [--keep DIR] [--xml DIR]
-# Faults: kill freeze linkcut storekill stranger insider garbage idle worldsize duprank
-# portinuse. Jobs run with CHORUS_SECRET set and a peer timeout of PEER_TIMEOUT_S.
+# Faults: kill freeze freeze4tcp linkcut storekill stranger insider garbage idle worldsize
+# duprank portinuse. Jobs run with CHORUS_SECRET set and a peer timeout of PEER_TIMEOUT_S.
 # Builds //tools/faults:fault_rank first. Exit 0 when every run was clean. --xml DIR
 # writes DIR/faults.xml, one JUnit case per fault (tools/test.sh counts them in CI).
 set -uo pipefail  # no -e: a failing rank is what the suite expects and inspects
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 
 readonly PROG=faults/run.sh PEER_TIMEOUT_S=4 CONNECT_TIMEOUT_S=10
 runs=10 only="" keep="" xml=""
-all_faults="kill freeze linkcut storekill stranger insider garbage idle worldsize duprank portinuse"
+all_faults="kill freeze freeze4tcp linkcut storekill stranger insider garbage idle worldsize duprank portinuse"
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) runs=${2:?-n needs a count}; shift 2 ;;
@@ -181,6 +181,16 @@ run_one() {
       t0=$(now_ms)
       if [ "$fault" = freeze ]; then kill -STOP "${pids[$v]}"; else kill -KILL "${pids[$v]}"; fi
       pattern="rank $v"
+      ;;
+    freeze4tcp)
+      # Four ranks over TCP, one stopped: its healthy neighbours answer PINGs, so every
+      # survivor must name the stopped one, not a neighbour.
+      for i in 0 1 2 3; do start "$i" 4 CHORUS_TRANSPORT=tcp; done
+      for i in 0 1 2 3; do await_running "$i" || { echo "other 0"; return; }; done
+      victims=(2)
+      t0=$(now_ms)
+      kill -STOP "${pids[2]}"
+      pattern="rank 2"
       ;;
     linkcut)
       ((netns_ok)) || { echo "skipped 0"; return; }
