@@ -9,6 +9,7 @@
 #include "algos/input_order.h"
 #include "chorus/transport_setup.h"
 #include "common/env.h"
+#include "common/job_secret.h"
 #include "common/log.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/signal_flags.h"
@@ -120,7 +121,7 @@ Status CommunicatorImpl::Init(const Options& options) {
   if (st.ok() && rdv_->server) rdv_->server->StopAccepting();
   // The ranks still waiting for this one hear why at once, not at their deadline.
   if (!st.ok()) {
-    rendezvous::PostAbort(*rdv_->store, membership_->abort_key(), st.ToString());
+    rendezvous::PostAbort(*rdv_->store, membership_->abort_key(), st);
     membership_->Release(*rdv_->store);
     membership_.reset();
     if (rdv_->server) {
@@ -150,6 +151,25 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
     Result<uint64_t> parsed = ParseUnsigned("communicator id in the store (key " + prefix_ + "id)", id.value());
     if (!parsed.ok()) return parsed.status().WithContext("rank " + std::to_string(rank_));
     comm_id = parsed.value();
+  }
+
+  // The application's store (torch's) admits whoever reaches it; the data connections
+  // need not: without a job secret, rank 0 makes one for this communicator and hands it
+  // to the others through that store.
+  if (spec_.method == "store" && config_.secret.empty()) {
+    if (rank_ == 0) {
+      Result<std::string> made = NewSecretText();
+      if (!made.ok()) return made.status().WithContext("rank 0 making the communicator's secret");
+      CHORUS_RETURN_IF_ERROR(rdv_->store->Set(prefix_ + "secret", made.value()));
+      config_.secret = JobSecret(made.value());
+    } else {
+      Result<std::string> got = rdv_->store->Get(prefix_ + "secret", std::chrono::milliseconds(deadline.RemainingMs()));
+      if (!got.ok()) return got.status().WithContext("rank " + std::to_string(rank_) + " waiting for rank 0");
+      if (got.value().empty()) {
+        return ProtocolError("the communicator's secret in the store (key " + prefix_ + "secret) is empty");
+      }
+      config_.secret = JobSecret(got.value());
+    }
   }
 
   // Open, all-gather, choose (RDMA or TCP) and connect the transport.

@@ -39,10 +39,11 @@ const std::string& ProcessToken() {
   return token;
 }
 
-void PostAbort(Store& store, const std::string& abort_key, const std::string& reason) {
+void PostAbort(Store& store, const std::string& abort_key, const Status& reason) {
   Result<bool> there = store.Check({abort_key});
   if (!there.ok() || there.value()) return;  // the store is gone, or a reason is there
-  Status st = store.Set(abort_key, reason);
+  // "<code> <message>": the waiting ranks fail with the same code.
+  Status st = store.Set(abort_key, std::to_string(static_cast<int>(reason.code())) + " " + reason.message());
   if (!st.ok()) CHORUS_WARN("could not tell the other ranks why set-up failed: " << st.ToString());
 }
 
@@ -82,7 +83,7 @@ Result<Membership> Membership::Claim(Store& store, int rank, int size, Deadline 
   m.token_ = me;
   m.abort_key_ = "chorus/job/abort/" + value.substr(sp + 1, sp2 - sp - 1);
   auto fail = [&](const std::string& reason) {
-    PostAbort(store, m.abort_key_, reason);
+    PostAbort(store, m.abort_key_, MismatchError(reason));
     leave();
     return MismatchError(reason);
   };
@@ -139,7 +140,16 @@ Status WatchedStore::Aborted() {
   Result<bool> there = inner_->Check({abort_key_});
   if (!there.ok() || !there.value()) return Status::Ok();
   Result<std::string> why = inner_->Get(abort_key_, std::chrono::milliseconds(0));
-  return MismatchError("another rank stopped the set-up: " + (why.ok() ? why.value() : why.status().message()));
+  if (!why.ok()) return why.status().WithContext("another rank stopped the set-up");
+  // "<code> <message>" (PostAbort); anything else is a mismatch worth naming as is.
+  const std::string& v = why.value();
+  const size_t sp = v.find(' ');
+  Result<uint64_t> code = ParseUnsigned("abort code", v.substr(0, sp));
+  if (sp == std::string::npos || !code.ok() || code.value() == 0 ||
+      code.value() > static_cast<uint64_t>(StatusCode::kInternal)) {
+    return MismatchError("another rank stopped the set-up: " + v);
+  }
+  return Status(static_cast<StatusCode>(code.value()), "another rank stopped the set-up: " + v.substr(sp + 1));
 }
 
 Result<std::string> WatchedStore::Get(const std::string& key, std::chrono::milliseconds timeout) {

@@ -53,11 +53,11 @@ class Membership {
   std::string abort_key_;
 };
 
-// Posts `reason` under `abort_key` (the first reason stays).
-void PostAbort(Store& store, const std::string& abort_key, const std::string& reason);
+// Posts `reason` (its code and message) under `abort_key`; the first reason stays.
+void PostAbort(Store& store, const std::string& abort_key, const Status& reason);
 
-// A store whose waits (Get, MultiGet) also end, with the posted reason, once the abort
-// key appears, checked every kAbortPollMs while they wait.
+// A store whose waits (Get, MultiGet) also end, with the posted reason (its code), once
+// the abort key appears, checked every kAbortPollMs while they wait.
 class WatchedStore final : public Store {
  public:
   static constexpr int64_t kAbortPollMs = 250;

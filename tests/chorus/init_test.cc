@@ -151,6 +151,10 @@ TEST(Init, GivenStoreWithPrefixes) {
     RANK_CHECK(y == 10, "broadcast from the second communicator's rank 1");
     RANK_OK((*cb)->Shutdown());
     RANK_OK((*ca)->Shutdown());
+    // Without CHORUS_SECRET, rank 0 of each made one for its data connections.
+    auto secret = shared->Get("group_a/chorus/comm0/secret", std::chrono::milliseconds(0));
+    RANK_OK(secret.status());
+    RANK_CHECK(secret.value().size() == 64, "a 256-bit secret in hex: " + secret.value());
     // The store outlives rank 1's last use of it.
     if (r == 1) RANK_OK(shared->Set("rank1_done", "1"));
     if (r == 0) RANK_OK(shared->Get("rank1_done", std::chrono::milliseconds(10000)).status());
