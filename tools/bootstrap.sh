@@ -15,6 +15,8 @@ PACKAGES=(
   # side-by-side baselines for chorus_perf and the demo
   libgloo-dev openmpi-bin libopenmpi-dev gnuplot-nox
   python3
+  # fuzzing (tools/fuzz/run.sh): clang-14 with libFuzzer's runtime
+  clang-14 libclang-rt-14-dev
   # torch_chorus: PyTorch 1.13 for the system Python, its C++ API, pybind11, pytest
   python3-torch libtorch-dev pybind11-dev python3-pytest
 )

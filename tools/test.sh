@@ -9,6 +9,8 @@
 # and shellcheck, each counted as one case.
 # With --faults (the default when CI=true) it also runs the fault-injection suite
 # (tools/faults/run.sh -n 3), each fault counted as one case.
+# With --fuzz (the default when CI=true) it also runs each libFuzzer target for 60 s
+# (tools/fuzz/run.sh), each target counted as one case.
 # Other arguments go to bazel test (e.g. tools/test.sh //tests/chorus/...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,8 @@ rdma_lane=0
 sanitizer_lanes=0
 lint_lane=0
 faults_lane=0
-if [ "${CI:-}" = "true" ]; then rdma_lane=1; sanitizer_lanes=1; lint_lane=1; faults_lane=1; fi
+fuzz_lane=0
+if [ "${CI:-}" = "true" ]; then rdma_lane=1; sanitizer_lanes=1; lint_lane=1; faults_lane=1; fuzz_lane=1; fi
 args=()
 for a in "$@"; do
   case "$a" in
@@ -29,6 +32,8 @@ for a in "$@"; do
     --no-lint) lint_lane=0 ;;
     --faults) faults_lane=1 ;;
     --no-faults) faults_lane=0 ;;
+    --fuzz) fuzz_lane=1 ;;
+    --no-fuzz) fuzz_lane=0 ;;
     *) args+=("$a") ;;
   esac
 done
@@ -77,6 +82,11 @@ if [ $faults_lane -eq 1 ]; then
   tools/faults/run.sh -n 3 --xml "$faults_out" || true  # counted from its XML below
   count_args+=(--xml-dir "faults=$faults_out")
 fi
+if [ $fuzz_lane -eq 1 ]; then
+  fuzz_out=$(mktemp -d)
+  tools/fuzz/run.sh --seconds 60 --xml "$fuzz_out" || true  # counted from its XML below
+  count_args+=(--xml-dir "fuzz=$fuzz_out")
+fi
 count_rc=0
 python3 tools/count_tests.py "$testlogs" --bazel-exit "$rc" --labels "$labels" "${count_args[@]+"${count_args[@]}"}" ||
   count_rc=$?
@@ -85,5 +95,6 @@ if [ $rdma_lane -eq 1 ]; then rm -rf "$lane_out"; fi
 if [ $sanitizer_lanes -eq 1 ]; then rm -rf "$lanes_out"; fi
 if [ $lint_lane -eq 1 ]; then rm -rf "$lint_out"; fi
 if [ $faults_lane -eq 1 ]; then rm -rf "$faults_out"; fi
+if [ $fuzz_lane -eq 1 ]; then rm -rf "$fuzz_out"; fi
 [ $rc -ne 0 ] && exit $rc
 exit $count_rc
