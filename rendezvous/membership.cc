@@ -152,25 +152,25 @@ Status WatchedStore::Aborted() {
   return Status(static_cast<StatusCode>(code.value()), "another rank stopped the set-up: " + v.substr(sp + 1));
 }
 
-Result<std::string> WatchedStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+// Waits by `wait(slice)` in slices of kAbortPollMs, looking at the abort key between them.
+template <typename T, typename Wait>
+Result<T> WatchedStore::Watch(std::chrono::milliseconds timeout, Wait wait) {
   const Deadline deadline = Deadline::After(timeout);
   for (;;) {
-    const int64_t slice = std::min<int64_t>(kAbortPollMs, deadline.RemainingMs());
-    Result<std::string> v = inner_->Get(key, std::chrono::milliseconds(slice));
+    Result<T> v = wait(std::chrono::milliseconds(std::min<int64_t>(kAbortPollMs, deadline.RemainingMs())));
     if (v.ok() || v.status().code() != StatusCode::kTimeout || deadline.expired()) return v;
     CHORUS_RETURN_IF_ERROR(Aborted());
   }
 }
 
+Result<std::string> WatchedStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  return Watch<std::string>(timeout, [&](std::chrono::milliseconds slice) { return inner_->Get(key, slice); });
+}
+
 Result<std::vector<std::string>> WatchedStore::MultiGet(const std::vector<std::string>& keys,
                                                         std::chrono::milliseconds timeout) {
-  const Deadline deadline = Deadline::After(timeout);
-  for (;;) {
-    const int64_t slice = std::min<int64_t>(kAbortPollMs, deadline.RemainingMs());
-    Result<std::vector<std::string>> v = inner_->MultiGet(keys, std::chrono::milliseconds(slice));
-    if (v.ok() || v.status().code() != StatusCode::kTimeout || deadline.expired()) return v;
-    CHORUS_RETURN_IF_ERROR(Aborted());
-  }
+  return Watch<std::vector<std::string>>(
+      timeout, [&](std::chrono::milliseconds slice) { return inner_->MultiGet(keys, slice); });
 }
 
 }  // namespace chorus::rendezvous

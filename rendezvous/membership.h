@@ -75,6 +75,8 @@ class WatchedStore final : public Store {
  private:
   // The posted reason as an error, or OK while there is none.
   Status Aborted();
+  template <typename T, typename Wait>
+  Result<T> Watch(std::chrono::milliseconds timeout, Wait wait);
 
   std::shared_ptr<Store> inner_;
   std::string abort_key_;
