@@ -108,7 +108,10 @@ Status CommunicatorImpl::Init(const Options& options) {
   // from here on, waits at the store end early once any rank of the job gives up.
   Result<rendezvous::Membership> member =
       rendezvous::Membership::Claim(*rdv_->store, rank_, size_, Deadline::AfterMs(config_.connect_timeout_ms));
-  if (!member.ok()) return member.status();
+  if (!member.ok()) {
+    LingerWhileOthersLeave();
+    return member.status();
+  }
   membership_ = member.value();
   rdv_->store = std::make_shared<rendezvous::WatchedStore>(rdv_->store, membership_->abort_key());
 
@@ -124,12 +127,15 @@ Status CommunicatorImpl::Init(const Options& options) {
     rendezvous::PostAbort(*rdv_->store, membership_->abort_key(), st);
     membership_->Release(*rdv_->store);
     membership_.reset();
-    if (rdv_->server) {
-      rendezvous::Membership::AwaitOthersLeft(
-          *rdv_->store, Deadline::AfterMs(std::min<int64_t>(config_.connect_timeout_ms, kStoreLingerMs)));
-    }
+    LingerWhileOthersLeave();
   }
   return st;
+}
+
+void CommunicatorImpl::LingerWhileOthersLeave() {
+  if (!rdv_->server) return;
+  rendezvous::Membership::AwaitOthersLeft(
+      *rdv_->store, Deadline::AfterMs(std::min<int64_t>(config_.connect_timeout_ms, kStoreLingerMs)));
 }
 
 Status CommunicatorImpl::Connect(const std::string& prefix) {

@@ -64,6 +64,9 @@ class CommunicatorImpl {
   // Joins this communicator's ranks under `prefix` of the store: comm id, listen,
   // all-gather of peer info, full-mesh connect.
   Status Connect(const std::string& prefix);
+  // After a failed set-up, the rank hosting the store keeps it up (a few seconds at
+  // most) until the other ranks have left, so they read why rather than a closed store.
+  void LingerWhileOthersLeave();
   Status CheckUsable() const;
   // A collective's context: the next sequence number, the call's fingerprint with the
   // algorithm, the deadline and the scratch cache.

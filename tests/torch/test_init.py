@@ -2,6 +2,7 @@
 init method torch has: tcp://, file://, env:// and an explicit store=
 (TCPStore, FileStore).  Each run checks the default group with a few ops."""
 
+import datetime
 import os
 import sys
 
@@ -89,5 +90,28 @@ def _w_reinit(ctx):
 
 def test_destroy_and_init_again():
     values = torch_mp.run_ok(_w_reinit, 2, init="tcp", pg_timeout=60, deadline=120)
+    fails = [f for v in values for f in v]
+    assert not fails, "\n".join(fails)
+
+
+def _w_late_rank(ctx):
+    """Rank ``ctx.args[0]`` joins 1.5 s after the others, whose set-up waits on torch's
+    store run past several polls of the abort key (a timed-out wait must not
+    leave torch's TCPStore client out of step)."""
+    import time
+
+    store = dist.TCPStore("127.0.0.1", ctx.port, ctx.world_size, ctx.rank == 0,
+                          timeout=datetime.timedelta(seconds=60))
+    if ctx.rank == ctx.args[0]:
+        time.sleep(1.5)
+    dist.init_process_group("chorus", store=store, rank=ctx.rank,
+                            world_size=ctx.world_size,
+                            timeout=datetime.timedelta(seconds=60))
+    return _w_sanity(ctx)
+
+
+@pytest.mark.parametrize("late", [0, 2])
+def test_a_late_rank_is_waited_for(late):
+    values = torch_mp.run_ok(_w_late_rank, 3, init=None, args=(late,), deadline=120)
     fails = [f for v in values for f in v]
     assert not fails, "\n".join(fails)

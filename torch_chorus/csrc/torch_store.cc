@@ -1,7 +1,13 @@
 #include "torch_chorus/csrc/torch_store.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace torch_chorus {
 namespace {
+
+// The longest pause between two polls of a missing key.
+constexpr std::chrono::milliseconds kMaxPollPause(10);
 
 chorus::Status StoreError(const std::string& what, const std::exception& e) {
   return chorus::PeerFailed("torch's store: " + what + " failed: " + e.what());
@@ -25,23 +31,31 @@ chorus::Status TorchStore::Set(const std::string& key, std::string value) {
 }
 
 chorus::Status TorchStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  try {
-    // torch reads a zero timeout as "no timeout".
-    store_->wait(keys, std::max(timeout, std::chrono::milliseconds(1)));
-    return chorus::Status::Ok();
-  } catch (const std::exception& e) {
-    std::vector<std::string> missing;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::chrono::milliseconds pause(1);
+  for (;;) {
     try {
-      for (const std::string& k : keys) {
-        if (!store_->check({k})) missing.push_back(k);
-      }
-    } catch (const std::exception&) {
+      if (store_->check(keys)) return chorus::Status::Ok();
+    } catch (const std::exception& e) {
       return StoreError("waiting for " + Quoted(keys), e);
     }
-    if (missing.empty()) return StoreError("waiting for " + Quoted(keys), e);
-    return chorus::TimeoutError("torch's store: " + Quoted(missing) + " not set within " +
-                                std::to_string(timeout.count()) + " ms");
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, kMaxPollPause);
   }
+  std::vector<std::string> missing;
+  try {
+    for (const std::string& k : keys) {
+      if (!store_->check({k})) missing.push_back(k);
+    }
+  } catch (const std::exception& e) {
+    return StoreError("waiting for " + Quoted(keys), e);
+  }
+  if (missing.empty()) return chorus::Status::Ok();  // set just now
+  return chorus::TimeoutError("torch's store: " + Quoted(missing) + " not set within " +
+                              std::to_string(timeout.count()) + " ms");
 }
 
 chorus::Result<std::string> TorchStore::Get(const std::string& key, std::chrono::milliseconds timeout) {

@@ -21,8 +21,9 @@ class TorchStore : public chorus::rendezvous::Store {
   chorus::Result<bool> Check(const std::vector<std::string>& keys) override;
 
  private:
-  // Waits for `keys`; torch's timeout exception becomes a chorus timeout naming the
-  // keys still missing, any other failure an error with torch's message.
+  // Waits for `keys` by polling check(), never torch's wait(): a timed-out wait on
+  // 1.13's TCPStore leaves its reply pending on the socket (to answer the next request)
+  // and the socket's timeout shortened. A timeout names the keys still missing.
   chorus::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 
   c10::intrusive_ptr<c10d::Store> store_;
