@@ -1,11 +1,14 @@
 // Creating communicators the ways PyTorch users do: env://, tcp://, file://, a
 // launcher's variables; and the errors a wrong setup gets.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "chorus/communicator.h"
+#include "common/fd_limit.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store_client.h"
 #include "rendezvous/store_server.h"
@@ -305,6 +308,56 @@ TEST(Init, CreateAfterDestroyWorksEveryTime) {
         return 0;
       },
       mp));
+}
+
+// Creates a 2-rank communicator over TCP (file://) with 64 sockets per peer after
+// setting this process's RLIMIT_NOFILE: the soft limit `soft_extra` descriptors beyond
+// those open, the hard one too where `lower_hard` (else as it was).
+Status CreateWithFdLimit(const std::string& path, int rank, int64_t soft_extra, bool lower_hard) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return IoError("getrlimit", errno);
+  lim.rlim_cur = static_cast<rlim_t>(OpenFdCount() + soft_extra);
+  if (lower_hard) lim.rlim_max = lim.rlim_cur;
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) return IoError("setrlimit", errno);
+  Options o;
+  o.init_method = "file://" + path;
+  o.world_size = 2;
+  o.rank = rank;
+  Config c = Config::Process();
+  c.transport = TransportMode::kTcp;
+  c.nsocks_per_peer = 64;
+  c.connect_timeout_ms = 120 * 1000;  // far beyond the test: errors must not wait for it
+  o.config = c;
+  auto comm = Communicator::Create(o);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
+    return comm.status();
+  }
+  return (*comm)->Shutdown();
+}
+
+// A rank whose RLIMIT_NOFILE cannot hold its TCP mesh fails naming the limit, the need
+// and the settings that lower it; the other rank hears why at once.
+TEST(Init, TooFewFileDescriptorsAreNamedOnEveryRank) {
+  const std::string path = testing::UniqueRendezvousFile();
+  ExpectAllOk(RunRanks(2, [&](int r) {
+    Status st = r == 1 ? CreateWithFdLimit(path, r, 40, true) : CreateWithFdLimit(path, r, 1000, false);
+    const std::string& m = st.message();
+    return m.find("RLIMIT_NOFILE is") != std::string::npos && m.find("rank 1") != std::string::npos &&
+                   m.find("CHORUS_NSOCKS_PERPEER") != std::string::npos
+               ? 0
+               : 1;
+  }));
+}
+
+// A soft limit too low for the mesh is raised toward the hard one, and set-up goes on.
+TEST(Init, ASoftFileDescriptorLimitIsRaised) {
+  const std::string path = testing::UniqueRendezvousFile();
+  ExpectAllOk(RunRanks(2, [&](int r) {
+    if (!CreateWithFdLimit(path, r, 40, false).ok()) return 1;
+    rlimit lim{};
+    return getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur >= static_cast<rlim_t>(OpenFdCount() + 64) ? 0 : 2;
+  }));
 }
 
 // A rank that never comes: the others fail at the connect timeout, naming it.

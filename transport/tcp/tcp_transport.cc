@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/fd_limit.h"
 #include "common/log.h"
 #include "transport/matching.h"
 #include "transport/parts_request.h"
@@ -33,6 +34,15 @@ std::string RemoteOf(int fd) {
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown address";
   return tcp::FormatSockAddr(reinterpret_cast<sockaddr*>(&a));
 }
+// Room for the mesh's descriptors: sockets to every peer, and a poller and a wake-up
+// descriptor per channel's engine.
+Status ReserveMeshFds(int rank, int size, int nsockets, int channels) {
+  return ReserveFds(int64_t{size - 1} * nsockets * channels + 2 * channels,
+                    "rank " + std::to_string(rank) + ": the TCP mesh of " + std::to_string(size - 1) + " peers x " +
+                        std::to_string(nsockets) + " sockets x " + std::to_string(channels) + " channels",
+                    "use fewer sockets (CHORUS_NSOCKS_PERPEER, CHORUS_TCP_LANES)");
+}
+
 }  // namespace
 
 int AutoChannels(int host_cores, int ranks_on_host) {
@@ -53,6 +63,10 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
     return InvalidArgument("TCP transport: " + std::to_string(opts.nsockets) +
                            " sockets per peer requested (CHORUS_NSOCKS_PERPEER); allowed 1..64");
   }
+  // The fewest the mesh can need (one channel), before this rank publishes its address:
+  // a limit that cannot hold it fails set-up while the others still wait at the store,
+  // which tells them at once. Connect checks again for the channels agreed.
+  CHORUS_RETURN_IF_ERROR(ReserveMeshFds(rank, size, opts.nsockets, 1));
   std::unique_ptr<TcpTransport> t(new TcpTransport(rank, size, comm_id, opts));
   t->use_uring_ = opts.engine == EngineKind::kUring;
   if (t->use_uring_) {
@@ -114,6 +128,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   int channels = kMaxChannels;
   for (const PeerAddress& a : peers) channels = std::min(channels, std::max(1, a.channels));
   socks_per_peer_ = opts_.nsockets * channels;
+  CHORUS_RETURN_IF_ERROR(ReserveMeshFds(rank_, size_, opts_.nsockets, channels));
   std::vector<std::vector<UniqueFd>> sockets(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p) {
     if (p != rank_) sockets[p].resize(static_cast<size_t>(socks_per_peer_));
