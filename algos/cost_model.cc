@@ -73,22 +73,20 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
   const int n = world_size, hosts = known ? topology.num_hosts() : 1;
   const double s = static_cast<double>(bytes);
   // A flat algorithm is as slow as its slowest link.
-  const LinkCost& flat = CostOf(hosts > 1 ? inter : intra);
+  const LinkCost in = IntraCost(), out = InterCost();
+  const LinkCost& flat = hosts > 1 ? out : in;
   switch (c) {
     case Collective::kAllReduce:
       if (a == Algorithm::kRecursiveDoubling) {
         // Hosts of L ranks in a row (L a power of two): the first log2 L steps stay home.
         const int local = known ? topology.max_local() : n;
         const bool rows = known && topology.even() && IsPowerOfTwo(local) && topology.hosts[0].back() == local - 1;
-        const LinkCost& in = CostOf(intra);
         return AllReduceRd(n, s, flat, rows ? FloorLog2(local) : 0, &in);
       }
       if (a == Algorithm::kRing) return AllReduceRing(n, s, flat);
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2) return -1;
-        const LinkCost& in = CostOf(intra);
-        const LinkCost& out = CostOf(inter);
         // Across hosts, as the algorithm does: recursive doubling up to a chunk, else the ring.
         const auto across = [&](double each, const LinkCost& l) {
           return each <= chunk_bytes ? AllReduceRd(hosts, each, l) : AllReduceRing(hosts, each, l);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "algos/fingerprint.h"
@@ -29,7 +30,10 @@ struct CostModel {
   Topology topology;
   LinkKind intra = LinkKind::kTcp;  // between the ranks of one host
   LinkKind inter = LinkKind::kTcp;  // between hosts
-  size_t chunk_bytes = 512 << 10;   // the algorithms' pipelining chunk
+  // Given costs in place of the table's rows for `intra` and `inter` (tools/simulate);
+  // real runs leave them unset.
+  std::optional<LinkCost> intra_cost, inter_cost;
+  size_t chunk_bytes = 512 << 10;  // the algorithms' pipelining chunk
   // Ranks per core on the most crowded host (1: a core each): every step there waits
   // for the scheduler as much as for the link, whatever the algorithm.
   double crowding = 1.0;
@@ -38,6 +42,9 @@ struct CostModel {
   // them) by algorithm `a` on `world_size` ranks; negative where `a` cannot run it
   // there. A world other than the topology's is taken as one host of `intra` links.
   double PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const;
+  // The links' costs the predictions use: the overrides where set, else the table's.
+  LinkCost IntraCost() const { return intra_cost.value_or(CostOf(intra)); }
+  LinkCost InterCost() const { return inter_cost.value_or(CostOf(inter)); }
 
  private:
   double PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const;

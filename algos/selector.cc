@@ -149,6 +149,12 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
   });
 }
 
+std::vector<std::pair<Algorithm, double>> Selector::Predict(Collective c, size_t bytes, int world_size) const {
+  std::vector<std::pair<Algorithm, double>> out;
+  ForEachPrediction(c, bytes, world_size, [&](Algorithm a, double us) { out.emplace_back(a, us); });
+  return out;
+}
+
 std::string Selector::Predictions(Collective c, size_t bytes, int world_size) const {
   std::string out;
   ForEachPrediction(c, bytes, world_size, [&](Algorithm a, double us) {

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "algos/algorithm.h"
 #include "algos/cost_model.h"
@@ -81,6 +83,9 @@ class Selector {
   // A CUDA-stream call on device buffers: CUDA IPC where every rank is on this host,
   // else what Choose picks, run on host bounce buffers.
   Choice ChooseForDevice(Collective c, size_t bytes, int world_size, const DevicePlacement& where) const;
+  // Every candidate that can run the call with its predicted microseconds, in order of
+  // preference on a tie: what Choose weighs (tools/simulate prints them).
+  std::vector<std::pair<Algorithm, double>> Predict(Collective c, size_t bytes, int world_size) const;
   // The hosts x ranks the selector weighs (what the hierarchical algorithms run on).
   const Topology& topology() const { return config_.model.topology; }
 

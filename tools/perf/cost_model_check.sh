@@ -17,7 +17,10 @@
 # Placement HxL: H hosts of L ranks each. One host is loopback (shared memory between
 # its ranks); two hosts are the two network namespaces of tools/netns/two_nodes.sh
 # (TCP over a veth between them, shared memory within each), which needs root.
-# Output: DIR/table.txt (also printed) and DIR/rows.csv; logs in DIR/logs.
+# Output: DIR/table.txt (also printed) and DIR/rows.csv; DIR/predicted.txt (also printed)
+# and DIR/predicted.csv: per forced algorithm and size, predicted against measured µs
+# and the error (what tools/simulate predicts at scale, checked where it can run:
+# e.g. --placements "1x2 1x4 1x8" --colls all_reduce); logs in DIR/logs.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -136,6 +139,7 @@ hdr = "%-6s %-10s %10s %-20s %9s %-20s %9s %7s  %s" % ("place", "coll", "bytes",
                                                      "right", "prediction error per algorithm (pred/measured)")
 table.append(hdr)
 within = total = 0
+pvm = []  # placement, coll, bytes, algorithm, predicted, measured, error %
 for (placement, coll, size) in sorted(rows, key=lambda k: (k[0], k[1], k[2])):
     v = rows[(placement, coll, size)]
     forced = {a: t for a, t in v.items() if a != "auto"}
@@ -152,6 +156,8 @@ for (placement, coll, size) in sorted(rows, key=lambda k: (k[0], k[1], k[2])):
     within += ok
     preds = auto_why[1] if auto_why else {}
     errs = " ".join("%s %.2f" % (a, preds[a] / forced[a][0]) for a in sorted(forced) if a in preds and forced[a][0] > 0)
+    pvm += [[placement, coll, size, a, preds[a], forced[a][0], 100.0 * (preds[a] - forced[a][0]) / forced[a][0]]
+            for a in sorted(forced) if a in preds and forced[a][0] > 0]
     table.append("%-6s %-10s %10d %-20s %9.1f %-20s %9.1f %7s  %s" % (placement, coll, size, chosen, auto_us, best, best_us,
                                                                   "yes" if ok else "NO", errs))
     csv_rows.append([placement, coll, size, chosen, auto_us, best, best_us, ok, errs])
@@ -163,4 +169,13 @@ with open(os.path.join(out, "rows.csv"), "w", newline="") as f:
                 "prediction_over_measured"])
     w.writerows(csv_rows)
 print("\n".join(table))
+lines = ["%-6s %-10s %10s %-20s %12s %12s %8s" % ("place", "coll", "bytes", "forced", "predicted_us", "measured_us",
+                                               "error")]
+lines += ["%-6s %-10s %10d %-20s %12.1f %12.1f %7.0f%%" % tuple(r) for r in pvm]
+open(os.path.join(out, "predicted.txt"), "w").write("\n".join(lines) + "\n")
+with open(os.path.join(out, "predicted.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["placement", "collective", "bytes", "algorithm", "predicted_us", "measured_us", "error_pct"])
+    w.writerows(pvm)
+print("\n" + "\n".join(lines))
 EOF
