@@ -36,7 +36,8 @@ struct CostModel {
 
   // Predicted microseconds of collective `c` of `bytes` (as Selector::Choose counts
   // them) by algorithm `a` on `world_size` ranks; negative where `a` cannot run it
-  // there. A world other than the topology's is taken as one host of `intra` links.
+  // there, or is not weighed for it (Rabenseifner above twice a chunk). A world other than the topology's is taken as
+  // one host of `intra` links.
   double PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const;
 
  private:
