@@ -7,8 +7,9 @@ namespace {
 
 // CUDA IPC is chosen by where the buffers are, never forced.
 constexpr Algorithm kForceable[] = {
-    Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kTree,          Algorithm::kChain,
-    Algorithm::kLinear, Algorithm::kPairwise,          Algorithm::kDissemination, Algorithm::kHierarchical};
+    Algorithm::kRing,        Algorithm::kRecursiveDoubling, Algorithm::kTree,          Algorithm::kChain,
+    Algorithm::kLinear,      Algorithm::kPairwise,          Algorithm::kDissemination, Algorithm::kHierarchical,
+    Algorithm::kRabenseifner};
 
 }  // namespace
 
@@ -22,6 +23,7 @@ const char* AlgorithmName(Algorithm a) {
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kDissemination: return "dissemination";
     case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kRabenseifner: return "rabenseifner";
     case Algorithm::kCudaIpc: return "cuda_ipc";
   }
   return "unknown";

@@ -17,6 +17,7 @@ enum class Algorithm {
   kPairwise,           // all_to_all
   kDissemination,      // barrier
   kHierarchical,       // all_reduce over hosts with as many ranks each: within, across, within
+  kRabenseifner,       // all_reduce: reduce-scatter by recursive halving, all-gather by doubling
   kCudaIpc,            // every collective on device buffers, all ranks on one host (cuda_ipc_collectives.h)
 };
 

@@ -44,6 +44,11 @@ Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const voi
 // log2(n) steps, S*log2(n) bytes: latency-optimal for small S.
 Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
                                   ReduceOp op);
+// all_reduce: Rabenseifner = reduce-scatter by recursive halving, then all-gather by
+// recursive doubling (non-powers of two fold the extra ranks in first). 2 log2(n) steps,
+// 2(n-1)/n * S bytes sent per rank (plus the fold's 2 S): for mid sizes on large worlds.
+Status AllReduceRabenseifner(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
+                             ReduceOp op);
 // broadcast: binomial tree from root, pipelined in chunks.
 Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
 // broadcast: chain root -> root+1 -> ..., pipelined in chunks (large messages).

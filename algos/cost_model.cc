@@ -49,6 +49,15 @@ double AllReduceRing(int n, double s, const LinkCost& l) {
   if (n < 2) return 0;
   return 2.0 * (n - 1) * l.latency_us + 2.0 * (n - 1) / n * Us(s, l.gbps) + double(n - 1) / n * Us(s, kReduceGbps);
 }
+// Rabenseifner: 2 log2 p steps of halving then doubling, each rank sending and reducing
+// (p-1)/p of S each way (p the largest power of two <= n); a world that is not a power
+// of two folds its extra ranks in and out, whole vectors, as recursive doubling does.
+double AllReduceRabenseifner(int n, double s, const LinkCost& l) {
+  if (n < 2) return 0;
+  const int k = FloorLog2(n), p = 1 << k, fold = p != n ? 1 : 0;
+  return fold * (2 * (l.latency_us + Us(s, l.gbps)) + Us(s, kReduceGbps)) + 2.0 * k * l.latency_us +
+         2.0 * (p - 1) / p * Us(s, l.gbps) + double(p - 1) / p * Us(s, kReduceGbps);
+}
 
 }  // namespace
 
@@ -84,6 +93,13 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         return AllReduceRd(n, s, flat, rows ? FloorLog2(local) : 0, &in);
       }
       if (a == Algorithm::kRing) return AllReduceRing(n, s, flat);
+      if (a == Algorithm::kRabenseifner) {
+        // Weighed while its first halves fit a chunk (as the hierarchical algorithm's
+        // recursive doubling across hosts): above, each of its whole-half steps reduces
+        // only after its transfer, where the ring's chunks overlap the two.
+        if (s / 2 > static_cast<double>(chunk_bytes)) return -1;
+        return AllReduceRabenseifner(n, s, flat);
+      }
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2) return -1;

@@ -16,7 +16,8 @@ namespace {
 bool Supports(Collective c, Algorithm a) {
   switch (c) {
     case Collective::kAllReduce:
-      return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical;
+      return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical ||
+             a == Algorithm::kRabenseifner;
     case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
     case Collective::kBroadcast: return a == Algorithm::kTree || a == Algorithm::kChain;
@@ -37,9 +38,11 @@ bool Fits(Collective c, Algorithm a, int world_size, const Topology& topo) {
 }
 
 // Every algorithm the cost model weighs, in order of preference on a tie.
-constexpr Algorithm kCandidates[] = {
-    Algorithm::kRing,   Algorithm::kRecursiveDoubling, Algorithm::kHierarchical, Algorithm::kTree, Algorithm::kChain,
-    Algorithm::kLinear, Algorithm::kPairwise,          Algorithm::kDissemination};
+constexpr Algorithm kCandidates[] = {Algorithm::kRing,         Algorithm::kRecursiveDoubling,
+                                     Algorithm::kHierarchical, Algorithm::kRabenseifner,
+                                     Algorithm::kTree,         Algorithm::kChain,
+                                     Algorithm::kLinear,       Algorithm::kPairwise,
+                                     Algorithm::kDissemination};
 
 Algorithm OnlyAlgorithm(Collective c) {
   switch (c) {
@@ -62,10 +65,10 @@ std::atomic<uint64_t> next_selector_id{1};
 }  // namespace
 
 bool Streams(Collective c, Algorithm a) {
-  // all_reduce's recursive doubling runs on small buffers, whole; the barrier moves no
-  // data; CUDA IPC does not stage.
+  // all_reduce's recursive doubling runs on small buffers, whole, and Rabenseifner on
+  // whole halves; the barrier moves no data; CUDA IPC does not stage.
   return c != Collective::kBarrier && a != Algorithm::kCudaIpc && a != Algorithm::kHierarchical &&
-         !(c == Collective::kAllReduce && a == Algorithm::kRecursiveDoubling);
+         !(c == Collective::kAllReduce && (a == Algorithm::kRecursiveDoubling || a == Algorithm::kRabenseifner));
 }
 
 Selector::Selector(SelectorConfig config, bool has_forced, Algorithm forced)

@@ -1,6 +1,6 @@
 // Every algorithm in algos/collectives.h (and the barrier) against a scalar
 // reference, through real TCP transports on loopback (tcp_world.h), on world sizes
-// 1..5:
+// 1..5 (Rabenseifner's all_reduce also on 6..8, past its first folds):
 //   - all 8 dtypes x all 5 ops at counts {0, 1, 7, n-1, 1023}, in place and out of
 //     place, roots varying with the case;
 //   - 1 MiB + 3 elements: every dtype, one op per dtype (rotating), both placements;
@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -52,7 +53,8 @@ enum class Algo {
   kReduceScatter,
   kGather,
   kScatter,
-  kAllToAll
+  kAllToAll,
+  kAllReduceRabenseifner,  // last, so the others keep their seeds and rotations
 };
 
 const char* AlgoName(Algo a) {
@@ -69,6 +71,7 @@ const char* AlgoName(Algo a) {
     case Algo::kGather: return "gather";
     case Algo::kScatter: return "scatter";
     case Algo::kAllToAll: return "all_to_all_pairwise";
+    case Algo::kAllReduceRabenseifner: return "all_reduce_rabenseifner";
   }
   return "?";
 }
@@ -77,7 +80,8 @@ Collective CollectiveOf(Algo a) {
   switch (a) {
     case Algo::kAllReduceRing:
     case Algo::kAllReduceRd:
-    case Algo::kAllReduceHierarchical: return Collective::kAllReduce;
+    case Algo::kAllReduceHierarchical:
+    case Algo::kAllReduceRabenseifner: return Collective::kAllReduce;
     case Algo::kBroadcast:
     case Algo::kBroadcastChain: return Collective::kBroadcast;
     case Algo::kReduce: return Collective::kReduce;
@@ -93,7 +97,7 @@ Collective CollectiveOf(Algo a) {
 
 bool Reduces(Algo a) {
   return a == Algo::kAllReduceRing || a == Algo::kAllReduceRd || a == Algo::kAllReduceHierarchical ||
-         a == Algo::kReduce || a == Algo::kReduceScatter;
+         a == Algo::kAllReduceRabenseifner || a == Algo::kReduce || a == Algo::kReduceScatter;
 }
 // Broadcast's algorithms: one buffer, so no in-place variant.
 bool OneBuffer(Algo a) { return a == Algo::kBroadcast || a == Algo::kBroadcastChain; }
@@ -166,7 +170,8 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
   switch (c.algo) {
     case Algo::kAllReduceRing:
     case Algo::kAllReduceRd:
-    case Algo::kAllReduceHierarchical: {
+    case Algo::kAllReduceHierarchical:
+    case Algo::kAllReduceRabenseifner: {
       auto in = std::make_unique<TypedBuffer>(t, count);
       auto out = std::make_unique<TypedBuffer>(t, count);
       FillReductionInput(t, c.op, seed, rank, 0, count, in->data());
@@ -180,8 +185,9 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       const algos::Topology topo = algos::Topology::FromHostIds(hosts);
       CHORUS_RETURN_IF_ERROR(
           timed(c.algo == Algo::kAllReduceRing ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
-                : c.algo == Algo::kAllReduceRd
-                    ? algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)
+                : c.algo == Algo::kAllReduceRd ? algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)
+                : c.algo == Algo::kAllReduceRabenseifner
+                    ? algos::AllReduceRabenseifner(ctx, in->data(), dst, count, t, c.op)
                     : algos::AllReduceHierarchical(ctx, topo, in->data(), dst, count, t, c.op, tuning)));
       if (!c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, *in));
       *result = std::move(c.in_place ? in : out);
@@ -420,6 +426,7 @@ class CollectivesTest : public ::testing::TestWithParam<int> {
 TEST_P(CollectivesTest, AllReduceRing) { Sweep(Algo::kAllReduceRing); }
 TEST_P(CollectivesTest, AllReduceRecursiveDoubling) { Sweep(Algo::kAllReduceRd); }
 TEST_P(CollectivesTest, AllReduceHierarchical) { Sweep(Algo::kAllReduceHierarchical); }
+TEST_P(CollectivesTest, AllReduceRabenseifner) { Sweep(Algo::kAllReduceRabenseifner); }
 TEST_P(CollectivesTest, BroadcastTree) { Sweep(Algo::kBroadcast); }
 TEST_P(CollectivesTest, BroadcastChain) { Sweep(Algo::kBroadcastChain); }
 TEST_P(CollectivesTest, ReduceTree) { Sweep(Algo::kReduce); }
@@ -560,12 +567,12 @@ TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
 // their messages interleave on every connection. Tags must keep them apart.
 TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
   const int n = GetParam();
-  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd, Algo::kBroadcast,
-                            Algo::kReduce,        Algo::kAllGather,   Algo::kReduceScatter,
-                            Algo::kGather,        Algo::kScatter,     Algo::kAllToAll};
+  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd,          Algo::kBroadcast, Algo::kReduce,
+                            Algo::kAllGather,     Algo::kReduceScatter,        Algo::kGather,    Algo::kScatter,
+                            Algo::kAllToAll,      Algo::kAllReduceRabenseifner};
   for (int round = 0; round < 3; ++round) {
     std::vector<Case> cases;
-    for (int j = 0; j < 9; ++j) {
+    for (int j = 0; j < static_cast<int>(std::size(algos_all)); ++j) {
       const DataType t = kAllTypes[(j + 3 * round) % 8];
       const size_t count = std::vector<size_t>{5, 1023, 30001}[(j + round) % 3];
       const int root = n - 1 - (j + round) % n;
@@ -611,10 +618,19 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
 TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous) {
   transport::TcpOptions strict;
   strict.rendezvous_all_from = 1;
-  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd,    Algo::kAllReduceHierarchical,
-                            Algo::kBroadcast,     Algo::kBroadcastChain, Algo::kReduce,
-                            Algo::kAllGather,     Algo::kAllGatherRd,    Algo::kReduceScatter,
-                            Algo::kGather,        Algo::kScatter,        Algo::kAllToAll};
+  const Algo algos_all[] = {Algo::kAllReduceRing,
+                            Algo::kAllReduceRd,
+                            Algo::kAllReduceHierarchical,
+                            Algo::kBroadcast,
+                            Algo::kBroadcastChain,
+                            Algo::kReduce,
+                            Algo::kAllGather,
+                            Algo::kAllGatherRd,
+                            Algo::kReduceScatter,
+                            Algo::kGather,
+                            Algo::kScatter,
+                            Algo::kAllToAll,
+                            Algo::kAllReduceRabenseifner};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -639,6 +655,13 @@ TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous)
 #endif
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5),
+                         [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
+
+// Rabenseifner's halving and folding past 5 ranks: 6 and 7 fold 2 and 3 extra ranks
+// into a power of two of 4 (uneven blocks of 4), 8 halves three times without a fold.
+class LargerWorldsTest : public CollectivesTest {};
+TEST_P(LargerWorldsTest, AllReduceRabenseifner) { Sweep(Algo::kAllReduceRabenseifner); }
+INSTANTIATE_TEST_SUITE_P(WorldSizes, LargerWorldsTest, ::testing::Values(6, 7, 8),
                          [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
 
 }  // namespace

@@ -170,6 +170,41 @@ TEST(SelectorTest, SmallAllGathersOnPowerOfTwoWorldsTakeRecursiveDoubling) {
   EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kRecursiveDoubling));
 }
 
+// all_reduce on one host over TCP: Rabenseifner's 2 log2 n latencies and ring's bytes
+// win at mid sizes on large worlds; recursive doubling keeps the small calls, the
+// pipelined ring calls of more than two chunks, and a world just past a power of two
+// pays two whole-vector transfers to fold, so the ring keeps it. Forced, it runs every
+// world size, and it does not stream.
+TEST(SelectorTest, MidSizedAllReducesOnLargeWorldsTakeRabenseifner) {
+  const Selector s;
+  const Choice mid = s.Choose(Collective::kAllReduce, 1 << 20, 64);
+  EXPECT_EQ(mid.algorithm, Algorithm::kRabenseifner) << mid.reason;
+  EXPECT_NE(mid.reason.find(", rabenseifner "), std::string::npos) << mid.reason;
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 1 << 20, 16).algorithm, Algorithm::kRabenseifner);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 8, 2).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 8, 64).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 1 << 20, 48).algorithm, Algorithm::kRing);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 64 << 20, 64).algorithm, Algorithm::kRing);
+  const CostModel m;
+  EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 64 << 20, 64), 0);
+  EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 1 << 20, 64),
+            m.PredictUs(Collective::kAllReduce, Algorithm::kRing, 1 << 20, 64));
+  EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 1 << 20, 64),
+            m.PredictUs(Collective::kAllReduce, Algorithm::kRecursiveDoubling, 1 << 20, 64));
+  EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 1 << 20, 64),
+            m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 1 << 20, 63));
+
+  SelectorConfig forced;
+  forced.forced = ParseAlgorithm("Rabenseifner").value();
+  EXPECT_EQ(forced.forced, Algorithm::kRabenseifner);
+  EXPECT_EQ(Selector::Create(forced)->Choose(Collective::kAllReduce, 8, 3).algorithm, Algorithm::kRabenseifner);
+  const Choice other = Selector::Create(forced)->Choose(Collective::kAllGather, 4096, 6);
+  EXPECT_EQ(other.algorithm, Algorithm::kRing) << other.reason;
+  EXPECT_STREQ(AlgorithmName(Algorithm::kRabenseifner), "rabenseifner");
+  EXPECT_NE(ForceableAlgorithmNames().find("rabenseifner"), std::string::npos);
+  EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kRabenseifner));
+}
+
 // The cost model: all_reduce on 2 hosts x 2 ranks (shared memory within, TCP between)
 // takes recursive doubling for small messages and the hierarchical algorithm for large
 // ones; the reason gives every candidate's prediction. On uneven hosts the

@@ -1,8 +1,8 @@
-// CHORUS_ALGO through the public API. all_reduce forced to ring and forced to
-// recursive doubling must both match the scalar reference, and agree bit for bit
-// wherever the result does not depend on the order of the reduction (integers,
+// CHORUS_ALGO through the public API. all_reduce forced to ring, to recursive
+// doubling and to Rabenseifner must all match the scalar reference, and agree bit for
+// bit wherever the result does not depend on the order of the reduction (integers,
 // MAX/MIN), on every dtype x op, on sizes on both sides of the automatic threshold,
-// on world sizes 2..5 (3 and 5 make recursive doubling fold extra ranks in). The
+// on world sizes 2..5 (3 and 5 make the log-step ones fold extra ranks in). The
 // algorithm that ran is the one forced: the error of a mismatched call names it.
 // The variable itself works too, an algorithm that does not apply to a collective is
 // ignored for it, and a bad value is refused naming the variable.
@@ -58,12 +58,19 @@ void ExpectNamedSomewhere(const std::vector<RankExit>& exits) {
   EXPECT_GE(named, 1) << "no rank's error named the forced algorithm";
 }
 
-int CompareRank(int rank, const Options& ring_options, const Options& rd_options) {
-  auto ring = Communicator::Create(ring_options);
-  RANK_OK(ring.status());
-  auto rd = Communicator::Create(rd_options);
-  RANK_OK(rd.status());
-  const int n = (*ring)->size();
+// The algorithms compared, the first being the one the others must agree with.
+constexpr algos::Algorithm kCompared[] = {algos::Algorithm::kRing, algos::Algorithm::kRecursiveDoubling,
+                                          algos::Algorithm::kRabenseifner};
+
+// options: one per kCompared, made in the parent (each names its own rendezvous file).
+int CompareRank(int rank, const std::vector<Options>& options) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (const Options& o : options) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    comms.push_back(std::move(comm.value()));
+  }
+  const int n = comms[0]->size();
   const std::set<size_t> counts = {0, 1, 7, static_cast<size_t>(n - 1), 1023};
   std::vector<ApiCase> cases;
   for (int ti = 0; ti < 8; ++ti) {
@@ -95,32 +102,33 @@ int CompareRank(int rank, const Options& ring_options, const Options& rd_options
     cases.push_back(c);
   }
   for (const ApiCase& spec : cases) {
-    ApiCall a(spec, rank, n), b(spec, rank, n);
-    RANK_OK(a.Run(**ring).WithContext("ring " + spec.Describe()));
-    RANK_OK(b.Run(**rd).WithContext("recursive_doubling " + spec.Describe()));
-    RANK_OK(a.Check().WithContext("ring"));
-    RANK_OK(b.Check().WithContext("recursive_doubling"));
+    std::vector<std::unique_ptr<ApiCall>> calls;
+    for (size_t i = 0; i < comms.size(); ++i) {
+      const std::string name = algos::AlgorithmName(kCompared[i]);
+      calls.push_back(std::make_unique<ApiCall>(spec, rank, n));
+      RANK_OK(calls[i]->Run(*comms[i]).WithContext(name + " " + spec.Describe()));
+      RANK_OK(calls[i]->Check().WithContext(name));
+    }
     const bool order_free = !IsFloat(spec.dtype) || spec.op == ReduceOp::kMax || spec.op == ReduceOp::kMin;
-    if (order_free) {
-      RANK_OK(CheckSameBytes(a.recv(), b.recv(), spec.count * DataTypeSize(spec.dtype))
-                  .WithContext("ring vs recursive_doubling " + spec.Describe()));
+    for (size_t i = 1; order_free && i < calls.size(); ++i) {
+      RANK_OK(CheckSameBytes(calls[0]->recv(), calls[i]->recv(), spec.count * DataTypeSize(spec.dtype))
+                  .WithContext("ring vs " + std::string(algos::AlgorithmName(kCompared[i])) + " " + spec.Describe()));
     }
   }
-  RANK_OK((*ring)->Shutdown());
-  RANK_OK((*rd)->Shutdown());
+  for (auto& comm : comms) RANK_OK(comm->Shutdown());
   return 0;
 }
 
 class ForcedAlgorithms : public ::testing::TestWithParam<int> {};
 
-TEST_P(ForcedAlgorithms, RingAndRecursiveDoublingAgreeWithTheReference) {
+TEST_P(ForcedAlgorithms, RingRecursiveDoublingAndRabenseifnerAgreeWithTheReference) {
   const int n = GetParam();
-  const Options ring = ForcedOptions(algos::Algorithm::kRing);
-  const Options rd = ForcedOptions(algos::Algorithm::kRecursiveDoubling);
+  std::vector<Options> options;
+  for (algos::Algorithm a : kCompared) options.push_back(ForcedOptions(a));
   MultiProcOptions mp;
   mp.timeout_seconds = 120;
   for (const RankExit& e : RunRanks(
-           n, [&](int r) { return CompareRank(r, ring, rd); }, mp)) {
+           n, [&](int r) { return CompareRank(r, options); }, mp)) {
     EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
   }
 }
@@ -137,6 +145,17 @@ TEST(ForcedAlgorithmRuns, RingOnASmallCall) {
     RANK_OK(comm.status());
     return ExpectAlgorithmNamed(**comm, 10, "ring");
   }));
+}
+
+TEST(ForcedAlgorithmRuns, RabenseifnerOnASmallAndALargeCall) {
+  const Options o = ForcedOptions(algos::Algorithm::kRabenseifner);
+  for (size_t count : {size_t{10}, size_t{300000}}) {
+    ExpectNamedSomewhere(RunRanks(3, [&](int) {
+      auto comm = Communicator::Create(o);
+      RANK_OK(comm.status());
+      return ExpectAlgorithmNamed(**comm, count, "rabenseifner");
+    }));
+  }
 }
 
 TEST(ForcedAlgorithmRuns, RecursiveDoublingOnALargeCall) {
