@@ -19,7 +19,8 @@ bool Supports(Collective c, Algorithm a) {
       return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical;
     case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
-    case Collective::kBroadcast: return a == Algorithm::kTree || a == Algorithm::kChain;
+    case Collective::kBroadcast:
+      return a == Algorithm::kTree || a == Algorithm::kChain || a == Algorithm::kDissemination;
     case Collective::kReduce: return a == Algorithm::kTree;
     case Collective::kGather:
     case Collective::kScatter: return a == Algorithm::kLinear;
@@ -62,10 +63,10 @@ std::atomic<uint64_t> next_selector_id{1};
 }  // namespace
 
 bool Streams(Collective c, Algorithm a) {
-  // all_reduce's recursive doubling runs on small buffers, whole; the barrier moves no
-  // data; CUDA IPC does not stage.
-  return c != Collective::kBarrier && a != Algorithm::kCudaIpc && a != Algorithm::kHierarchical &&
-         !(c == Collective::kAllReduce && a == Algorithm::kRecursiveDoubling);
+  // all_reduce's recursive doubling and broadcast's dissemination run on small buffers,
+  // whole; the barrier moves no data; CUDA IPC does not stage.
+  return c != Collective::kBarrier && a != Algorithm::kDissemination && a != Algorithm::kCudaIpc &&
+         a != Algorithm::kHierarchical && !(c == Collective::kAllReduce && a == Algorithm::kRecursiveDoubling);
 }
 
 Selector::Selector(SelectorConfig config, bool has_forced, Algorithm forced)
@@ -130,6 +131,13 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
              (rd ? " ranks (a power of two, at most " + std::to_string(kAllGatherRdMaxBytes) + " B): recursive doubling"
                  : " ranks: ring, pipelined in chunks") +
              Predictions(c, bytes, world_size) + note();
+    });
+  }
+  if (c == Collective::kBroadcast && bytes <= kAgreedBroadcastMaxBytes) {
+    return because(Algorithm::kDissemination, [&] {
+      return std::to_string(bytes) + " B on " + where() + " (at most " + std::to_string(kAgreedBroadcastMaxBytes) +
+             " B): dissemination, the data in the rounds that agree on the call" + Predictions(c, bytes, world_size) +
+             note();
     });
   }
   // The candidate predicted fastest; the first of a tie (the default).
