@@ -1,5 +1,6 @@
 #include "algos/agreement.h"
 
+#include <cstring>
 #include <string>
 
 #include "algos/fingerprint.h"
@@ -23,32 +24,63 @@ void Learn(Known& k, uint64_t fp, int32_t rank) {
   if (fp > k.max_fp) k = Known{k.min_fp, fp, k.min_rank, rank};
 }
 
-// The dissemination all-reduce of `known` (min and max). Fails only where the transport
-// does; a peer that called something else is learnt, not an error.
-Status Disseminate(const Context& ctx, Known& known) {
+// A broadcast's data riding the rounds (BroadcastAgreed). Each message is the sender's
+// Known, followed by the data where the sender holds it and the receiver does not
+// (Carries): its size says which, and both ends know it from the root.
+struct Carried {
+  int root;
+  size_t bytes;
+  char* out;  // sizeof(Known) + bytes: what this rank sends, then the data once it holds it
+  char* in;   // the same: what it receives
+};
+
+// Whether `rank` holds the data before round `round`: round k takes it from every
+// holder to holder + 2^k, so the holders are the root and the 2^round - 1 ranks after it.
+bool Holds(const Carried& d, int rank, int n, uint32_t round) {
+  return static_cast<uint64_t>((rank - d.root + n) % n) < (uint64_t{1} << round);
+}
+bool Carries(const Carried* d, int from, int to, int n, uint32_t round) {
+  return d != nullptr && Holds(*d, from, n, round) && !Holds(*d, to, n, round);
+}
+
+// The dissemination all-reduce of `known` (min and max), with `data` where not null.
+// Fails only where the transport does; a peer that called something else is learnt, not
+// an error.
+Status Disseminate(const Context& ctx, Known& known, const Carried* data) {
   const int n = ctx.size(), r = ctx.rank();
+  char own_out[sizeof(Known)], own_in[sizeof(Known)];
+  char* const out = data != nullptr ? data->out : own_out;
+  char* const in = data != nullptr ? data->in : own_in;
   uint32_t round = 0;
   for (int dist = 1; dist < n; dist <<= 1, ++round) {
     const int to = (r + dist) % n, from = (r - dist + n) % n;
     const uint64_t tag = ctx.tag(kAgreementFirstStep + round);
-    const Known out = known;
-    Known in{};
+    const bool sends = Carries(data, r, to, n, round), gets = Carries(data, from, r, n, round);
+    std::memcpy(out, &known, sizeof known);
     // Round k: what this rank knows goes to rank+2^k, what rank-2^k knows comes in, both
     // with the call's fingerprint (the collective's own later messages carry it too).
-    transport::RequestPtr recv = ctx.transport.Recv(from, tag, &in, sizeof in, ctx.fingerprint);
-    transport::RequestPtr send = ctx.transport.Send(to, tag, &out, sizeof out, ctx.fingerprint);
+    transport::RequestPtr recv =
+        ctx.transport.Recv(from, tag, in, sizeof(Known) + (gets ? data->bytes : 0), ctx.fingerprint);
+    transport::RequestPtr send =
+        ctx.transport.Send(to, tag, out, sizeof(Known) + (sends ? data->bytes : 0), ctx.fingerprint);
     Status got = recv->Wait(ctx.deadline);
-    // rank-2^k called another call (the transport compared the fingerprints): its
-    // record never arrives, its call is enough to know.
-    if (got.code() == StatusCode::kMismatch && recv->remote_fingerprint() != 0) {
-      Learn(known, recv->remote_fingerprint(), from);
-    } else if (!got.ok()) {
-      return got;
-    } else {
-      Learn(known, in.min_fp, in.min_rank);
-      Learn(known, in.max_fp, in.max_rank);
-    }
+    // rank-2^k called another call (the transport compared the fingerprints, or the
+    // sizes that follow from them): its record never arrives, its call is enough to know.
+    // A size mismatch under this call's own fingerprint is a fault, not something learnt.
+    const uint64_t remote = recv->remote_fingerprint();
+    const bool learnt = got.code() == StatusCode::kMismatch && remote != 0 && remote != ctx.fingerprint;
+    if (!got.ok() && !learnt) return got;
     CHORUS_RETURN_IF_ERROR(send->Wait(ctx.deadline));
+    if (learnt) {
+      Learn(known, remote, from);
+      continue;
+    }
+    Known heard{};
+    std::memcpy(&heard, in, sizeof heard);
+    Learn(known, heard.min_fp, heard.min_rank);
+    Learn(known, heard.max_fp, heard.max_rank);
+    // Kept apart from the user's buffer until the whole world is known to agree.
+    if (gets && data->bytes > 0) std::memcpy(out + sizeof(Known), in + sizeof(Known), data->bytes);
   }
   return Status::Ok();
 }
@@ -70,19 +102,43 @@ void AllKnow(const Context& ctx) {
   }
 }
 
+// After a Disseminate that learnt a mismatch: kMismatch naming this rank's call and one
+// that differs from it, once every rank knows.
+Status Disagreed(const Context& ctx, const Known& known) {
+  AllKnow(ctx);
+  const bool other_is_min = known.min_fp != ctx.fingerprint;
+  return CallMismatch(ctx, other_is_min ? known.min_rank : known.max_rank, other_is_min ? known.min_fp : known.max_fp,
+                      DescribeFingerprint);
+}
+
 }  // namespace
 
 Status AgreeOnCall(const Context& ctx) {
   const int r = ctx.rank();
   Known known{ctx.fingerprint, ctx.fingerprint, r, r};
   // The records are on this stack: a failed round aborts before they go.
-  CHORUS_RETURN_IF_ERROR(AbortOnError(ctx, [&] { return Disseminate(ctx, known); }));
+  CHORUS_RETURN_IF_ERROR(AbortOnError(ctx, [&] { return Disseminate(ctx, known, nullptr); }));
   if (known.min_fp == known.max_fp) return Status::Ok();
-  AllKnow(ctx);
-  // Name this rank's call and one that differs from it.
-  const bool other_is_min = known.min_fp != ctx.fingerprint;
-  return CallMismatch(ctx, other_is_min ? known.min_rank : known.max_rank, other_is_min ? known.min_fp : known.max_fp,
-                      DescribeFingerprint);
+  return Disagreed(ctx, known);
+}
+
+Status BroadcastAgreed(const Context& ctx, void* buf, size_t count, DataType dtype, int root) {
+  const int n = ctx.size(), r = ctx.rank();
+  if (root < 0 || root >= n) {
+    return InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of size " +
+                           std::to_string(n));
+  }
+  const size_t bytes = count * DataTypeSize(dtype);
+  // Outlives the rounds: a failed round aborts before it goes back to the cache.
+  BufferCache::Buffer scratch = ctx.Scratch(2 * (sizeof(Known) + bytes));
+  const Carried data{root, bytes, scratch.data(), scratch.data() + sizeof(Known) + bytes};
+  if (r == root && bytes > 0) std::memcpy(data.out + sizeof(Known), buf, bytes);
+  Known known{ctx.fingerprint, ctx.fingerprint, r, r};
+  CHORUS_RETURN_IF_ERROR(AbortOnError(ctx, [&] { return Disseminate(ctx, known, &data); }));
+  if (known.min_fp != known.max_fp) return Disagreed(ctx, known);
+  // Every rank made this call, so every rank holds the root's data (2^rounds >= n).
+  if (r != root && bytes > 0) std::memcpy(buf, data.out + sizeof(Known), bytes);
+  return Status::Ok();
 }
 
 }  // namespace chorus::algos

@@ -19,6 +19,14 @@ namespace chorus::algos {
 // top tag steps of ctx's call (kAgreementFirstStep and up).
 Status AgreeOnCall(const Context& ctx);
 
+// A broadcast in the agreement's own rounds, for small messages (selector.h:
+// kAgreedBroadcastMaxBytes): each round's message carries the root's data where its
+// sender holds it and its receiver does not, so after the ceil(log2 n) rounds every
+// rank both knows the call agreed and holds the data. `buf` is written only then; on
+// kMismatch (as AgreeOnCall's) it is left as it was on every rank. Run without a
+// separate AgreeOnCall.
+Status BroadcastAgreed(const Context& ctx, void* buf, size_t count, DataType dtype, int root);
+
 // The first tag step the agreement uses: the collective's own steps that reach this
 // high (chunk indices wrapping) are kept apart by FIFO per (peer, tag), because the
 // agreement's messages are posted first on both sides.

@@ -15,7 +15,7 @@ enum class Algorithm {
   kChain,              // broadcast (a chain from the root, pipelined): large messages
   kLinear,             // gather, scatter
   kPairwise,           // all_to_all
-  kDissemination,      // barrier
+  kDissemination,      // barrier; broadcast up to kAgreedBroadcastMaxBytes (in the agreement's rounds)
   kHierarchical,       // all_reduce over hosts with as many ranks each: within, across, within
   kRabenseifner,       // all_reduce: reduce-scatter by recursive halving, all-gather by doubling
   kCudaIpc,            // every collective on device buffers, all ranks on one host (cuda_ipc_collectives.h)

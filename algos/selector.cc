@@ -20,7 +20,8 @@ bool Supports(Collective c, Algorithm a) {
              a == Algorithm::kRabenseifner;
     case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
-    case Collective::kBroadcast: return a == Algorithm::kTree || a == Algorithm::kChain;
+    case Collective::kBroadcast:
+      return a == Algorithm::kTree || a == Algorithm::kChain || a == Algorithm::kDissemination;
     case Collective::kReduce: return a == Algorithm::kTree;
     case Collective::kGather:
     case Collective::kScatter: return a == Algorithm::kLinear;
@@ -65,9 +66,11 @@ std::atomic<uint64_t> next_selector_id{1};
 }  // namespace
 
 bool Streams(Collective c, Algorithm a) {
-  // all_reduce's recursive doubling runs on small buffers, whole, and Rabenseifner on
-  // whole halves; the barrier moves no data; CUDA IPC does not stage.
-  return c != Collective::kBarrier && a != Algorithm::kCudaIpc && a != Algorithm::kHierarchical &&
+  // all_reduce's recursive doubling runs on small buffers, whole, Rabenseifner on whole
+  // halves and broadcast's dissemination on small buffers; the barrier moves no data;
+  // CUDA IPC does not stage.
+  return c != Collective::kBarrier && a != Algorithm::kDissemination && a != Algorithm::kCudaIpc &&
+         a != Algorithm::kHierarchical &&
          !(c == Collective::kAllReduce && (a == Algorithm::kRecursiveDoubling || a == Algorithm::kRabenseifner));
 }
 
@@ -133,6 +136,13 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
              (rd ? " ranks (a power of two, at most " + std::to_string(kAllGatherRdMaxBytes) + " B): recursive doubling"
                  : " ranks: ring, pipelined in chunks") +
              Predictions(c, bytes, world_size) + note();
+    });
+  }
+  if (c == Collective::kBroadcast && bytes <= kAgreedBroadcastMaxBytes) {
+    return because(Algorithm::kDissemination, [&] {
+      return std::to_string(bytes) + " B on " + where() + " (at most " + std::to_string(kAgreedBroadcastMaxBytes) +
+             " B): dissemination, the data in the rounds that agree on the call" + Predictions(c, bytes, world_size) +
+             note();
     });
   }
   // The candidate predicted fastest; the first of a tie (the default).

@@ -73,6 +73,12 @@ constexpr size_t kTimeSlicedStreamStagedMaxBytes = 256 << 10;
 // to here, not from 8 MiB; docs/design/cost_model.md).
 constexpr size_t kAllGatherRdMaxBytes = 4 << 20;
 
+// broadcast: up to this many bytes the data rides the rounds of the agreement on the call
+// (Algorithm::kDissemination, agreement.h: BroadcastAgreed), which then costs one
+// agreement instead of an agreement and a tree; above, the tree or chain after the
+// agreement. Bytes; measured in docs/design/root_agreement.md.
+constexpr size_t kAgreedBroadcastMaxBytes = 16 << 10;
+
 class Selector {
  public:
   Selector() = default;  // the cost model of one host with TCP between its ranks, nothing forced

@@ -116,8 +116,10 @@ Status Validate(const CollectiveCall& call, int rank, int world_size) {
 Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algorithm algorithm,
                 const algos::Tuning& tuning) {
   // A rooted call's ranks need not all hear from a rank that disagrees on it
-  // (algos/agreement.h); the others compare fingerprints as they receive.
-  if (algos::IsRooted(c.kind)) CHORUS_RETURN_IF_ERROR(algos::AgreeOnCall(ctx));
+  // (algos/agreement.h); the others compare fingerprints as they receive. A broadcast
+  // by dissemination agrees in the rounds that carry its data.
+  const bool agrees_itself = c.kind == Collective::kBroadcast && algorithm == algos::Algorithm::kDissemination;
+  if (algos::IsRooted(c.kind) && !agrees_itself) CHORUS_RETURN_IF_ERROR(algos::AgreeOnCall(ctx));
   switch (c.kind) {
     case Collective::kAllReduce:
       if (algorithm == algos::Algorithm::kRecursiveDoubling) {
@@ -131,6 +133,7 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       }
       return algos::AllReduceRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
     case Collective::kBroadcast:
+      if (agrees_itself) return algos::BroadcastAgreed(ctx, c.recv, c.count, c.dtype, c.root);
       if (algorithm == algos::Algorithm::kChain) {
         return algos::BroadcastChain(ctx, c.recv, c.count, c.dtype, c.root, tuning);
       }

@@ -54,6 +54,8 @@ uint64_t GroupFingerprints::Declare(uint64_t group, uint64_t fp) {
 }
 
 bool GroupFingerprints::Arrived(uint64_t group, uint64_t fp) {
+  // An unfingerprinted message (the agreement's barrier after a mismatch) claims no call.
+  if (fp == 0) return false;
   auto it = Find(arrived_, group);
   if (it == arrived_.end() || it->first != group) {
     arrived_.insert(it, {group, {fp, uint64_t{0}}});

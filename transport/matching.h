@@ -32,7 +32,7 @@ class GroupFingerprints {
   // fingerprint that already arrived from the peer, or 0.
   uint64_t Declare(uint64_t group, uint64_t fp);
   // A message with `fp` arrived for `group`. Returns true when it contradicts the
-  // fingerprint the Recvs declared: the group's Recvs must fail.
+  // fingerprint the Recvs declared: the group's Recvs must fail. fp 0 never does.
   bool Arrived(uint64_t group, uint64_t fp);
   // Forgets groups [first, last].
   void Erase(uint64_t first_group, uint64_t last_group);

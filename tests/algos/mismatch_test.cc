@@ -12,6 +12,7 @@
 #include "algos/barrier.h"
 #include "algos/collectives.h"
 #include "algos/fingerprint.h"
+#include "algos/selector.h"
 #include "tests/algos/tcp_world.h"
 
 namespace chorus::testing {
@@ -107,8 +108,10 @@ struct Outcome {
   double seconds;
 };
 
-Outcome RunCalls(const std::vector<Call>& calls, int64_t deadline_ms = kDeadlineMs) {
-  Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(static_cast<int>(calls.size()));
+// `shm`: the ranks over shared memory instead of TCP.
+Outcome RunCalls(const std::vector<Call>& calls, int64_t deadline_ms = kDeadlineMs, bool shm = false) {
+  const int n = static_cast<int>(calls.size());
+  Result<std::unique_ptr<TcpWorld>> w = shm ? TcpWorld::CreateShm(n) : TcpWorld::Create(n);
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   if (!w.ok()) return Outcome{};
   auto start = std::chrono::steady_clock::now();
@@ -240,8 +243,8 @@ Call Agreed(const Call& c) {
 
 // Every rank reports kMismatch naming its own call and another rank's, long before the
 // deadline.
-void ExpectMismatchOnEveryRank(const std::vector<Call>& calls) {
-  Outcome o = RunCalls(calls);
+void ExpectMismatchOnEveryRank(const std::vector<Call>& calls, bool shm = false) {
+  Outcome o = RunCalls(calls, kDeadlineMs, shm);
   ASSERT_EQ(o.status.size(), calls.size());
   std::string all;
   for (size_t r = 0; r < o.status.size(); ++r) all += "\n  rank " + std::to_string(r) + ": " + o.status[r].ToString();
@@ -277,6 +280,12 @@ TEST(MismatchTest, AgreedReduceRootsLearntThroughAPeer) {
       {Agreed(ReduceCall(8, 0)), Agreed(ReduceCall(8, 0)), Agreed(ReduceCall(8, 0)), Agreed(ReduceCall(8, 3))});
 }
 
+TEST(MismatchTest, AgreedBroadcastCountsDisagreeOverShm) {
+  ExpectMismatchOnEveryRank({Agreed(BroadcastCall(9, 3)), Agreed(BroadcastCall(9, 3)), Agreed(BroadcastCall(9, 3)),
+                             Agreed(BroadcastCall(9, 3)), Agreed(BroadcastCall(10, 3))},
+                            /*shm=*/true);
+}
+
 TEST(MismatchTest, AgreedGatherCountsDisagreeOnFiveRanks) {
   ExpectMismatchOnEveryRank({Agreed(GatherCall(4, 1)), Agreed(GatherCall(4, 1)), Agreed(GatherCall(5, 1)),
                              Agreed(GatherCall(4, 1)), Agreed(GatherCall(4, 1))});
@@ -293,6 +302,122 @@ TEST(MismatchTest, AgreedRanksRunTheCall) {
 TEST(MismatchTest, AgreedBroadcastAgainstAllReduce) {
   Outcome o = RunCalls({AllReduceRingCall(64), Agreed(BroadcastCall(64, 0)), AllReduceRingCall(64)});
   ExpectMismatchNaming(o, "broadcast(count=64, float32, root=0)", "all_reduce(count=64, float32, sum)");
+}
+
+// One rank of a broadcast whose data rides the agreement (BroadcastAgreed): its call,
+// and its buffer (the root's input; elsewhere a pattern of its own that must stay
+// unless the call succeeds).
+struct AgreedBroadcast {
+  size_t count;
+  DataType dtype;
+  int root;
+  std::vector<uint8_t> buf;
+
+  AgreedBroadcast(size_t c, DataType t, int r, int rank) : count(c), dtype(t), root(r), buf(c * DataTypeSize(t)) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(rank * 41 + i * 7 + 1);
+  }
+  Call Make() {
+    return Call{Fingerprint(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root),
+                [this](const Context& ctx) { return algos::BroadcastAgreed(ctx, buf.data(), count, dtype, root); }};
+  }
+};
+
+struct BroadcastSpec {
+  size_t count;
+  DataType dtype;
+  int root;
+};
+
+// Every rank reports kMismatch naming its call and another, and no rank's buffer changed.
+void ExpectAgreedBroadcastMismatch(const std::vector<BroadcastSpec>& specs, bool shm = false) {
+  std::vector<AgreedBroadcast> ranks;
+  ranks.reserve(specs.size());
+  for (size_t r = 0; r < specs.size(); ++r)
+    ranks.emplace_back(specs[r].count, specs[r].dtype, specs[r].root, static_cast<int>(r));
+  std::vector<std::vector<uint8_t>> before;
+  std::vector<Call> calls;
+  for (AgreedBroadcast& b : ranks) {
+    before.push_back(b.buf);
+    calls.push_back(b.Make());
+  }
+  ExpectMismatchOnEveryRank(calls, shm);
+  for (size_t r = 0; r < ranks.size(); ++r) EXPECT_EQ(ranks[r].buf, before[r]) << "rank " << r << "'s buffer changed";
+}
+
+TEST(MismatchTest, AgreedSmallBroadcastRootsDisagree) {
+  const DataType f32 = DataType::kFloat32;
+  ExpectAgreedBroadcastMismatch({{2, f32, 0}, {2, f32, 1}});
+  ExpectAgreedBroadcastMismatch({{2, f32, 0}, {2, f32, 0}, {2, f32, 1}});
+  ExpectAgreedBroadcastMismatch({{2, f32, 4}, {2, f32, 4}, {2, f32, 4}, {2, f32, 4}, {2, f32, 1}});
+}
+
+// Sizes that differ change the messages' sizes as well: the receiver learns the other
+// call from the transport's mismatch all the same.
+TEST(MismatchTest, AgreedSmallBroadcastSizesDisagree) {
+  const DataType f32 = DataType::kFloat32;
+  ExpectAgreedBroadcastMismatch({{7, f32, 0}, {8, f32, 0}});
+  ExpectAgreedBroadcastMismatch({{7, f32, 2}, {7, f32, 2}, {0, f32, 2}});
+  ExpectAgreedBroadcastMismatch({{100, f32, 3}, {100, f32, 3}, {100, f32, 3}, {100, f32, 3}, {101, f32, 3}});
+}
+
+// The same over shared memory. On 5 ranks a rank learns the mismatch in the first round
+// and its barrier's unfingerprinted messages then reach peers whose Recvs declared the
+// call's fingerprint: those must not fail the group (transport/matching.h), or the rank
+// leaves the barrier early and its abort fails peers still disseminating.
+TEST(MismatchTest, AgreedSmallBroadcastDisagreesOverShm) {
+  const DataType f32 = DataType::kFloat32;
+  ExpectAgreedBroadcastMismatch({{7, f32, 0}, {8, f32, 0}}, /*shm=*/true);
+  ExpectAgreedBroadcastMismatch({{7, f32, 2}, {7, f32, 2}, {7, f32, 1}}, /*shm=*/true);
+  ExpectAgreedBroadcastMismatch({{9, f32, 3}, {9, f32, 3}, {9, f32, 3}, {9, f32, 3}, {9, DataType::kInt32, 3}},
+                                /*shm=*/true);
+}
+
+TEST(MismatchTest, AgreedSmallBroadcastDtypesDisagree) {
+  const DataType f32 = DataType::kFloat32, i32 = DataType::kInt32, u8 = DataType::kUint8;
+  ExpectAgreedBroadcastMismatch({{16, f32, 1}, {16, i32, 1}});
+  ExpectAgreedBroadcastMismatch({{16, i32, 0}, {16, f32, 0}, {16, i32, 0}});
+  // The same bytes (64 uint8 and 16 int32), another call.
+  ExpectAgreedBroadcastMismatch({{16, i32, 2}, {16, i32, 2}, {16, i32, 2}, {64, u8, 2}, {16, i32, 2}});
+}
+
+// The root's bytes reach every rank from every root, on worlds of 1 to 5 ranks, for
+// sizes around the selector's threshold (BroadcastAgreed itself has none).
+TEST(MismatchTest, AgreedSmallBroadcastDeliversFromEveryRoot) {
+  const size_t t = algos::kAgreedBroadcastMaxBytes;
+  for (int n : {1, 2, 3, 4, 5}) {
+    Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (int root = 0; root < n; ++root) {
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{13}, t - 1, t, t + 1}) {
+        std::vector<AgreedBroadcast> ranks;
+        ranks.reserve(n);
+        for (int r = 0; r < n; ++r) ranks.emplace_back(bytes, DataType::kUint8, root, r);
+        const std::vector<uint8_t> want = ranks[root].buf;
+        std::vector<Call> calls;
+        for (AgreedBroadcast& b : ranks) calls.push_back(b.Make());
+        std::vector<Status> st = w.value()->Run([&](int r) { return calls[r].fingerprint; },
+                                                [&](int r, const Context& ctx) { return calls[r].run(ctx); });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(st[r].ok()) << "rank " << r << " of " << n << ", root " << root << ", " << bytes
+                                  << " B: " << st[r].ToString();
+          EXPECT_EQ(ranks[r].buf, want) << "rank " << r << " of " << n << ", root " << root << ", " << bytes << " B";
+        }
+      }
+    }
+  }
+}
+
+// A rank whose broadcast agrees in its own rounds against ranks that agree first and
+// run the tree: the fingerprints name different algorithms, so every rank gets kMismatch.
+TEST(MismatchTest, AgreedSmallBroadcastAgainstTheTree) {
+  AgreedBroadcast own(4, DataType::kFloat32, 0, 1);
+  Call fused = own.Make();
+  fused.fingerprint = algos::WithAlgorithm(fused.fingerprint, static_cast<int>(algos::Algorithm::kDissemination));
+  Call tree = Agreed(BroadcastCall(4, 0));
+  tree.fingerprint = algos::WithAlgorithm(tree.fingerprint, static_cast<int>(algos::Algorithm::kTree));
+  const std::vector<uint8_t> before = own.buf;
+  ExpectMismatchOnEveryRank({tree, fused, tree});
+  EXPECT_EQ(own.buf, before);
 }
 
 // Ranks that disagree on the root may build trees that never connect (here: two

@@ -130,7 +130,7 @@ TEST(SelectorTest, BroadcastTakesTheChainForManyChunks) {
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 3 * chunk, 4).algorithm, Algorithm::kChain);    // 5 against 6
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 12 * chunk, 64).algorithm, Algorithm::kTree);   // 74 against 72
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 13 * chunk, 64).algorithm, Algorithm::kChain);  // 75 against 78
-  EXPECT_EQ(s.Choose(Collective::kBroadcast, 0, 8).algorithm, Algorithm::kTree);
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, kAgreedBroadcastMaxBytes + 1, 8).algorithm, Algorithm::kTree);
   // Other chunks move the line; CHORUS_ALGO forces either.
   SelectorConfig small;
   small.model.chunk_bytes = 64 << 10;
@@ -145,6 +145,32 @@ TEST(SelectorTest, BroadcastTakesTheChainForManyChunks) {
   c = Selector::Create(chain)->Choose(Collective::kReduce, 8 << 20, 4);
   EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
   EXPECT_NE(c.reason.find("CHORUS_ALGO=chain does not apply to reduce"), std::string::npos) << c.reason;
+}
+
+// A small broadcast rides the agreement's rounds (dissemination) up to the threshold on
+// every world, the tree or chain above; CHORUS_ALGO forces either way.
+TEST(SelectorTest, SmallBroadcastAgreesInItsOwnRounds) {
+  const Selector s = Selector::Create(SelectorConfig{}).value();
+  for (int n : {1, 2, 3, 5, 64}) {
+    for (size_t bytes : {size_t{0}, size_t{1}, kAgreedBroadcastMaxBytes - 1, kAgreedBroadcastMaxBytes}) {
+      Choice c = s.Choose(Collective::kBroadcast, bytes, n);
+      EXPECT_EQ(c.algorithm, Algorithm::kDissemination) << bytes << " B on " << n << ": " << c.reason;
+      EXPECT_NE(c.reason.find("the data in the rounds that agree on the call"), std::string::npos) << c.reason;
+    }
+    EXPECT_EQ(s.Choose(Collective::kBroadcast, kAgreedBroadcastMaxBytes + 1, n).algorithm, Algorithm::kTree) << n;
+  }
+  // Reduce, gather and scatter agree first at every size.
+  EXPECT_EQ(s.Choose(Collective::kReduce, 8, 4).algorithm, Algorithm::kTree);
+  SelectorConfig tree;
+  tree.forced = Algorithm::kTree;
+  Choice c = Selector::Create(tree)->Choose(Collective::kBroadcast, 8, 4);
+  EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
+  EXPECT_NE(c.reason.find("forced by CHORUS_ALGO=tree"), std::string::npos) << c.reason;
+  SelectorConfig dissemination;
+  dissemination.forced = ParseAlgorithm("dissemination").value();
+  EXPECT_EQ(Selector::Create(dissemination)->Choose(Collective::kBroadcast, 1 << 20, 4).algorithm,
+            Algorithm::kDissemination);
+  EXPECT_FALSE(Streams(Collective::kBroadcast, Algorithm::kDissemination));
 }
 
 // all_gather: recursive doubling on power-of-two worlds of 4 or more up to 4 MiB of
@@ -313,7 +339,7 @@ TEST(SelectorTest, DeviceCallsTakeCudaIpcOnlyWhenAllRanksShareTheHost) {
   EXPECT_NE(c.reason.find("staging up to 256 KiB (stream form, signal flags on every rank)"), std::string::npos)
       << c.reason;
   c = s.ChooseForDevice(Collective::kBroadcast, 8, 2, sliced);
-  EXPECT_EQ(c.algorithm, Algorithm::kTree) << c.reason;
+  EXPECT_EQ(c.algorithm, Algorithm::kDissemination) << c.reason;
   c = s.ChooseForDevice(Collective::kAllReduce, kTimeSlicedStreamStagedMaxBytes + 1, 2, sliced);
   EXPECT_EQ(c.algorithm, Algorithm::kCudaIpc) << c.reason;
   sliced.every_rank_signals = false;

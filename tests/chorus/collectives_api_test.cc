@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/selector.h"
 #include "chorus/communicator.h"
 #include "gtest/gtest.h"
 #include "tests/chorus/api_case.h"
@@ -183,6 +184,39 @@ TEST(CollectivesApi, BadArgumentsAreNamed) {
     RANK_CHECK(why.status().code() == StatusCode::kInvalidArgument, why.status().ToString());
     // Bad arguments fail locally and leave the communicator usable.
     RANK_OK((*comm)->AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum));
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  }));
+}
+
+// Broadcasts on either side of the size up to which the data rides the agreement's
+// rounds (dissemination, then the tree), from every root, each checked; Explain names
+// the switch.
+TEST(CollectivesApi, BroadcastAroundTheAgreedThreshold) {
+  Options o = testing::FileInitOptions();
+  ExpectAllOk(RunRanks(3, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    const size_t t = algos::kAgreedBroadcastMaxBytes;
+    for (int root = 0; root < 3; ++root) {
+      for (size_t bytes : {size_t{0}, size_t{1}, t - 1, t, t + 1}) {
+        testing::ApiCase c;
+        c.kind = algos::Collective::kBroadcast;
+        c.dtype = DataType::kUint8;
+        c.count = bytes;
+        c.root = root;
+        c.seed = bytes * 3 + static_cast<uint64_t>(root);
+        testing::ApiCall call(c, rank, (*comm)->size());
+        RANK_OK(call.Run(**comm));
+        RANK_OK(call.Check());
+      }
+    }
+    Result<std::string> at = (*comm)->Explain("broadcast", t, DataType::kUint8);
+    RANK_OK(at.status());
+    RANK_CHECK(at->find(": dissemination (" + std::to_string(t) + " B on ") != std::string::npos, *at);
+    Result<std::string> above = (*comm)->Explain("broadcast", t + 1, DataType::kUint8);
+    RANK_OK(above.status());
+    RANK_CHECK(above->find(": tree (") != std::string::npos, *above);
     RANK_OK((*comm)->Shutdown());
     return 0;
   }));
