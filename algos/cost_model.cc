@@ -126,8 +126,14 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       const double chunk = std::min<double>(s, static_cast<double>(std::max<size_t>(1, chunk_bytes)));
       const double chunks = std::max(1.0, std::ceil(s / std::max(1.0, chunk)));
       const double t = flat.latency_us + Us(chunk, flat.gbps);
-      if (a == Algorithm::kChain) return n > 2 ? (n - 2 + chunks) * t : -1;
-      if (a == Algorithm::kTree) return CeilLog2(n) * chunks * t;
+      // Both run after the ranks agree on the call: ceil(log2 n) rounds of tiny messages.
+      const double agree = CeilLog2(n) * flat.latency_us;
+      if (a == Algorithm::kChain) return n > 2 ? agree + (n - 2 + chunks) * t : -1;
+      if (a == Algorithm::kTree) return agree + CeilLog2(n) * chunks * t;
+      // The agreement's rounds carry the data itself, whole, up to the measured limit.
+      if (a == Algorithm::kDissemination) {
+        return bytes <= kAgreedBroadcastMaxBytes ? CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps)) : -1;
+      }
       return -1;
     }
     case Collective::kAllGather:  // s: the whole output

@@ -174,12 +174,13 @@ TEST(SimulateTest, SummaryGivesEachAlgorithmsSizes) {
   const SimOptions o = Parse({"--colls", "broadcast", "--ranks", "16", "-b", "8", "-e", "1G", "-f", "8"});
   const std::vector<Row> rows = Simulate(o);
   const std::string summary = FormatSummary(rows);
-  EXPECT_NE(summary.find("broadcast on 16 ranks (2 hosts): tree 8 B.."), std::string::npos) << summary;
+  EXPECT_NE(summary.find("broadcast on 16 ranks (2 hosts): dissemination 8 B..4 KiB, tree "), std::string::npos)
+      << summary;
   EXPECT_NE(summary.find(", chain "), std::string::npos) << summary;
   EXPECT_NE(summary.find("..1 GiB\n"), std::string::npos) << summary;
   const std::string csv = FormatCsv(rows);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "collective,ranks,hosts,bytes,tree_us,chain_us,chosen,chosen_us,bw_lb_us,"
+            "collective,ranks,hosts,bytes,tree_us,chain_us,dissemination_us,chosen,chosen_us,bw_lb_us,"
             "lat_lb_us,ratio");
   EXPECT_NE(FormatTable(o, rows).find("ratio = chosen / max(bw_lb, lat_lb)"), std::string::npos);
 }
