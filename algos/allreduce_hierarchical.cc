@@ -17,8 +17,10 @@
 //   1. reduce within the host to its leader;
 //   2. all-reduce among the leaders (the network carries S per host and direction);
 //   3. broadcast within the host from its leader.
+#include "algos/algorithm.h"
 #include "algos/buffer.h"
 #include "algos/collectives.h"
+#include "algos/cost_model.h"
 #include "algos/group.h"
 #include "common/types.h"
 #include "kernels/reduce.h"
@@ -32,14 +34,19 @@ Context Within(const Context& ctx, GroupTransport& group) {
   return Context{group, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
 }
 
-// An all-reduce in place among the ranks of `group`: recursive doubling up to a chunk,
-// the ring above.
+// An all-reduce in place among the ranks of `group`, one per host, each host's link
+// shared by `sharing` of its ranks at once: the flat algorithm the cost model predicts
+// fastest there (the default model where the caller gave none).
 Status AllReduceAmong(const Context& ctx, GroupTransport& group, void* buf, size_t count, DataType dtype, ReduceOp op,
-                      const Tuning& tuning) {
+                      const Tuning& tuning, int sharing) {
   const Context gctx = Within(ctx, group);
-  return count * DataTypeSize(dtype) <= tuning.chunk_bytes
-             ? AllReduceRecursiveDoubling(gctx, buf, buf, count, dtype, op)
-             : AllReduceRing(gctx, buf, buf, count, dtype, op, tuning);
+  const CostModel fallback;
+  const CostModel& model = tuning.model != nullptr ? *tuning.model : fallback;
+  switch (model.AcrossHosts(count * DataTypeSize(dtype), group.size(), sharing).first) {
+    case Algorithm::kRecursiveDoubling: return AllReduceRecursiveDoubling(gctx, buf, buf, count, dtype, op);
+    case Algorithm::kRabenseifner: return AllReduceRabenseifner(gctx, buf, buf, count, dtype, op);
+    default: return AllReduceRing(gctx, buf, buf, count, dtype, op, tuning);
+  }
 }
 
 // The same over leaders, for hosts of different sizes.
@@ -60,7 +67,7 @@ Status AllReduceByLeaders(const Context& ctx, const Topology& topo, const void* 
     std::vector<int> leaders;
     for (const auto& h : topo.hosts) leaders.push_back(h[0]);
     GroupTransport across(ctx.transport, leaders);
-    CHORUS_RETURN_IF_ERROR(AllReduceAmong(ctx, across, recv, count, dtype, sum_op, tuning));
+    CHORUS_RETURN_IF_ERROR(AllReduceAmong(ctx, across, recv, count, dtype, sum_op, tuning, 1));
     if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, recv, count, ctx.size()));
   }
   // 3. From each leader to its host.
@@ -98,7 +105,7 @@ Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const voi
     // 2. Block i, reduced over the hosts, in place.
     if (topo.num_hosts() > 1) {
       GroupTransport rail(ctx.transport, topo.Rail(i));
-      CHORUS_RETURN_IF_ERROR(AllReduceAmong(ctx, rail, mine, b, dtype, sum_op, tuning));
+      CHORUS_RETURN_IF_ERROR(AllReduceAmong(ctx, rail, mine, b, dtype, sum_op, tuning, local_size));
     }
     if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, mine, b, ctx.size()));
     // 3. Every block to every rank of the host (in place: mine == out + i*b).

@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "algos/context.h"
+#include "algos/cost_model.h"
 #include "algos/topology.h"
 #include "common/types.h"
 
@@ -27,6 +28,9 @@ struct Tuning {
   bool crowded_cores = false;
   // Hosts x ranks, for the hierarchical algorithms (null: every rank a host of its own).
   const Topology* topology = nullptr;
+  // The selector's cost model, by which the hierarchical all-reduce picks its step
+  // between hosts (null: a default model, TCP's costs).
+  const CostModel* model = nullptr;
 };
 
 // all_reduce: ring = reduce-scatter then all-gather, pipelined in chunks.

@@ -61,6 +61,25 @@ double AllReduceRabenseifner(int n, double s, const LinkCost& l) {
 
 }  // namespace
 
+double CostModel::RabenseifnerUs(int n, double s, const LinkCost& l) const {
+  // Weighed while its first halves fit a chunk: above, each of its whole-half steps
+  // reduces only after its transfer, where the ring's chunks overlap the two.
+  if (s / 2 > static_cast<double>(chunk_bytes)) return -1;
+  return AllReduceRabenseifner(n, s, l);
+}
+
+std::pair<Algorithm, double> CostModel::AcrossHosts(size_t bytes, int hosts, int sharing) const {
+  const LinkCost out = InterCost();
+  const LinkCost l{out.latency_us, out.gbps / std::max(1, sharing)};
+  const double s = static_cast<double>(bytes);
+  std::pair<Algorithm, double> best{Algorithm::kRecursiveDoubling, AllReduceRd(hosts, s, l)};
+  const double rab = RabenseifnerUs(hosts, s, l);
+  if (rab >= 0 && rab < best.second) best = {Algorithm::kRabenseifner, rab};
+  const double ring = AllReduceRing(hosts, s, l);
+  if (ring < best.second) best = {Algorithm::kRing, ring};
+  return best;
+}
+
 const char* LinkName(LinkKind k) {
   switch (k) {
     case LinkKind::kShm: return "shm";
@@ -93,31 +112,25 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         return AllReduceRd(n, s, flat, rows ? FloorLog2(local) : 0, &in);
       }
       if (a == Algorithm::kRing) return AllReduceRing(n, s, flat);
-      if (a == Algorithm::kRabenseifner) {
-        // Weighed while its first halves fit a chunk (as the hierarchical algorithm's
-        // recursive doubling across hosts): above, each of its whole-half steps reduces
-        // only after its transfer, where the ring's chunks overlap the two.
-        if (s / 2 > static_cast<double>(chunk_bytes)) return -1;
-        return AllReduceRabenseifner(n, s, flat);
-      }
+      if (a == Algorithm::kRabenseifner) return RabenseifnerUs(n, s, flat);
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2) return -1;
-        // Across hosts, as the algorithm does: recursive doubling up to a chunk, else the ring.
-        const auto across = [&](double each, const LinkCost& l) {
-          return each <= chunk_bytes ? AllReduceRd(hosts, each, l) : AllReduceRing(hosts, each, l);
+        // Across hosts, as the algorithm does: the fastest flat all-reduce among them.
+        const auto across = [&](double each, int sharing) {
+          return AcrossHosts(static_cast<size_t>(each), hosts, sharing).second;
         };
         if (!topology.even()) {
           // By leaders: reduce up and broadcast down a tree within the largest host, the
           // whole S among the leaders.
-          return CeilLog2(local) * (2 * in.latency_us + 2 * Us(s, in.gbps) + Us(s, kReduceGbps)) + across(s, out);
+          return CeilLog2(local) * (2 * in.latency_us + 2 * Us(s, in.gbps) + Us(s, kReduceGbps)) + across(s, 1);
         }
         // Within the host: reduce-scatter and all-gather, 2(L-1) steps, each rank sends
         // 2(L-1)/L of S. Across: each rank's slice S/L, the L slices of a host sharing its
         // network at once (so at S/bandwidth in all).
         const double within = 2.0 * (local - 1) * in.latency_us + 2.0 * (local - 1) / local * Us(s, in.gbps) +
                               double(local - 1) / local * Us(s, kReduceGbps);
-        return within + across(s / local, LinkCost{out.latency_us, out.gbps / local});
+        return within + across(s / local, local);
       }
       return -1;
     case Collective::kBroadcast: {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "algos/fingerprint.h"
 #include "algos/topology.h"
@@ -46,9 +47,17 @@ struct CostModel {
   // The links' costs the predictions use: the overrides where set, else the table's.
   LinkCost IntraCost() const { return intra_cost.value_or(CostOf(intra)); }
   LinkCost InterCost() const { return inter_cost.value_or(CostOf(inter)); }
+  // The hierarchical all-reduce's step between hosts: among `hosts` ranks, one a host,
+  // `bytes` each, the link between hosts shared by `sharing` ranks of each host at once.
+  // The flat all-reduce predicted fastest (recursive doubling, Rabenseifner or the
+  // ring) and its microseconds.
+  std::pair<Algorithm, double> AcrossHosts(size_t bytes, int hosts, int sharing) const;
 
  private:
   double PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const;
+  // Rabenseifner's all-reduce of `s` bytes among `n` ranks over `l`; negative where it is
+  // not weighed (above two chunks).
+  double RabenseifnerUs(int n, double s, const LinkCost& l) const;
 };
 
 }  // namespace chorus::algos

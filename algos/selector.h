@@ -94,6 +94,8 @@ class Selector {
   std::vector<std::pair<Algorithm, double>> Predict(Collective c, size_t bytes, int world_size) const;
   // The hosts x ranks the selector weighs (what the hierarchical algorithms run on).
   const Topology& topology() const { return config_.model.topology; }
+  // The cost model it chooses by (the hierarchical all-reduce's step between hosts too).
+  const CostModel& model() const { return config_.model; }
 
  private:
   // "; predicted: ring 12.0 us, recursive_doubling 9.5 us" (empty where nothing is predicted).

@@ -214,6 +214,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   if (!selector.ok()) return selector.status();
   selector_ = std::make_unique<algos::Selector>(selector.value());
   tuning_.topology = &selector_->topology();
+  tuning_.model = &selector_->model();
 
   // Every rank takes the same way for device buffers: none uses CUDA IPC where one turned it off.
   std::vector<int> ipc_off;
