@@ -7,9 +7,9 @@ namespace {
 
 // CUDA IPC is chosen by where the buffers are, never forced.
 constexpr Algorithm kForceable[] = {
-    Algorithm::kRing,        Algorithm::kRecursiveDoubling, Algorithm::kTree,          Algorithm::kChain,
-    Algorithm::kLinear,      Algorithm::kPairwise,          Algorithm::kDissemination, Algorithm::kHierarchical,
-    Algorithm::kRabenseifner};
+    Algorithm::kRing,         Algorithm::kRecursiveDoubling, Algorithm::kTree,          Algorithm::kChain,
+    Algorithm::kLinear,       Algorithm::kPairwise,          Algorithm::kDissemination, Algorithm::kHierarchical,
+    Algorithm::kRabenseifner, Algorithm::kScatterAllGather};
 
 }  // namespace
 
@@ -24,6 +24,7 @@ const char* AlgorithmName(Algorithm a) {
     case Algorithm::kDissemination: return "dissemination";
     case Algorithm::kHierarchical: return "hierarchical";
     case Algorithm::kRabenseifner: return "rabenseifner";
+    case Algorithm::kScatterAllGather: return "scatter_allgather";
     case Algorithm::kCudaIpc: return "cuda_ipc";
   }
   return "unknown";

@@ -18,6 +18,7 @@ enum class Algorithm {
   kDissemination,      // barrier; broadcast up to kAgreedBroadcastMaxBytes (in the agreement's rounds)
   kHierarchical,       // all_reduce over hosts with as many ranks each: within, across, within
   kRabenseifner,       // all_reduce: reduce-scatter by recursive halving, all-gather by doubling
+  kScatterAllGather,   // broadcast (van de Geijn: binomial scatter, ring all-gather): large messages, large worlds
   kCudaIpc,            // every collective on device buffers, all ranks on one host (cuda_ipc_collectives.h)
 };
 

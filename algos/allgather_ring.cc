@@ -1,5 +1,6 @@
 // Ring all-gather, pipelined in chunks. recv holds n blocks of `count` elements,
-// rank i's at i*count. With steps s = 0 .. n-2:
+// rank i's at i*count (AllGatherRingBlocks: at block(i), of any size, so that a
+// broadcast can gather its uneven blocks). With steps s = 0 .. n-2:
 //   send block r-s to r+1 (our own block at step 0, from the send buffer),
 //   receive block r-s-1 from r-1 straight into recv;
 // a block received at step s is the one forwarded at step s+1, so each chunk goes
@@ -12,6 +13,7 @@
 // chunk as it lands.
 #include <cstdint>
 #include <deque>
+#include <functional>
 
 #include "algos/buffer.h"
 #include "algos/chunking.h"
@@ -30,17 +32,15 @@ struct PostedRecv {
 
 }  // namespace
 
-Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
-                     const Tuning& tuning) {
+Status AllGatherRingBlocks(const Context& ctx, const void* send, void* recv, size_t es,
+                           const std::function<Span(int)>& block, const Tuning& tuning) {
   const int n = ctx.size();
   const int r = ctx.rank();
-  const size_t es = DataTypeSize(dtype);
-  const auto block = [&](int i) { return Span{static_cast<size_t>(i) * count, count}; };
-  if (n == 1) return CopyAlone(ctx, send, recv, count * es);
   const Ring ring = RingOf(ctx);
   const int next = ring.next, prev = ring.prev;
   const int steps = n - 1;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
+  const Span own = block(r);
 
   // Receives are posted into recv: on failure the transport lets go of them before
   // this returns (AbortOnError).
@@ -54,13 +54,13 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
 
     // Step 0: our own block, from the send buffer (so the local copy below can overlap);
     // then each chunk received at step s goes on at step s+1 as soon as it lands.
-    RingSends<PostedRecv> out(ctx, sends, next, send, es, Span{0, count}, chunk_elems, SIZE_MAX);
+    RingSends<PostedRecv> out(ctx, sends, next, send, es, Span{0, own.count}, chunk_elems, SIZE_MAX);
     auto forward = [&](const PostedRecv& f) {
       sends.Post(next, static_cast<uint32_t>(f.step + 1), At(recv, f.chunk.offset, es), f.chunk.count * es);
     };
     CHORUS_RETURN_IF_ERROR(out.Post(forward));
-    CopyMovingBytes(ctx, At(recv, block(r).offset, es), send, count * es);
-    OutputFinal(ctx, block(r).offset * es, count * es);
+    CopyMovingBytes(ctx, At(recv, own.offset, es), send, own.count * es);
+    OutputFinal(ctx, own.offset * es, own.count * es);
 
     while (!posted.empty()) {
       const PostedRecv p = posted.front();
@@ -73,6 +73,14 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
     }
     return sends.WaitAll();
   });
+}
+
+Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
+                     const Tuning& tuning) {
+  const size_t es = DataTypeSize(dtype);
+  if (ctx.size() == 1) return CopyAlone(ctx, send, recv, count * es);
+  const auto block = [count](int i) { return Span{static_cast<size_t>(i) * count, count}; };
+  return AllGatherRingBlocks(ctx, send, recv, es, block, tuning);
 }
 
 }  // namespace chorus::algos

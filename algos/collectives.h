@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
+#include "algos/chunking.h"
 #include "algos/context.h"
 #include "algos/cost_model.h"
 #include "algos/topology.h"
@@ -57,12 +59,20 @@ Status AllReduceRabenseifner(const Context& ctx, const void* send, void* recv, s
 Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
 // broadcast: chain root -> root+1 -> ..., pipelined in chunks (large messages).
 Status BroadcastChain(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
+// broadcast: van de Geijn: the root scatters a block to each rank down the binomial tree,
+// then a ring all-gathers the blocks (large messages on large worlds, about 2 S/B).
+Status BroadcastScatterAllGather(const Context& ctx, void* buf, size_t count, DataType dtype, int root,
+                                 const Tuning& tuning);
 // reduce: binomial tree towards root, pipelined in chunks; recv is used on root only.
 Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root,
                   const Tuning& tuning);
 // all_gather: ring; recv holds size*count elements, rank r's block at r*count.
 Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
                      const Tuning& tuning);
+// all_gather: the same ring over blocks of any size, n >= 2: block(i) is rank i's span
+// of recv (elements of es bytes), send holds this rank's block (may be recv at its span).
+Status AllGatherRingBlocks(const Context& ctx, const void* send, void* recv, size_t es,
+                           const std::function<Span(int)>& block, const Tuning& tuning);
 // all_gather: recursive doubling, log2(n) steps; n a power of two.
 Status AllGatherRecursiveDoubling(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype);
 // reduce_scatter: ring; send holds size*count elements, recv gets this rank's reduced block.

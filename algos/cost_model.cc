@@ -143,6 +143,14 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       const double agree = CeilLog2(n) * flat.latency_us;
       if (a == Algorithm::kChain) return n > 2 ? agree + (n - 2 + chunks) * t : -1;
       if (a == Algorithm::kTree) return agree + CeilLog2(n) * chunks * t;
+      // van de Geijn: the root scatters (n-1)/n of S down the binomial tree, then the ring
+      // all-gathers it, each rank sending (n-1)/n of S in n-1 steps. On 2 ranks it is the
+      // tree's one send of S plus a half sent back to the root.
+      if (a == Algorithm::kScatterAllGather) {
+        if (n < 3) return -1;
+        const double spread = double(n - 1) / n * Us(s, flat.gbps);
+        return agree + CeilLog2(n) * flat.latency_us + spread + (n - 1) * flat.latency_us + spread;
+      }
       // The agreement's rounds carry the data itself, whole, up to the measured limit.
       if (a == Algorithm::kDissemination) {
         return bytes <= kAgreedBroadcastMaxBytes ? CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps)) : -1;

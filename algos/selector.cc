@@ -21,7 +21,8 @@ bool Supports(Collective c, Algorithm a) {
     case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
     case Collective::kBroadcast:
-      return a == Algorithm::kTree || a == Algorithm::kChain || a == Algorithm::kDissemination;
+      return a == Algorithm::kTree || a == Algorithm::kChain || a == Algorithm::kScatterAllGather ||
+             a == Algorithm::kDissemination;
     case Collective::kReduce: return a == Algorithm::kTree;
     case Collective::kGather:
     case Collective::kScatter: return a == Algorithm::kLinear;
@@ -39,10 +40,15 @@ bool Fits(Collective c, Algorithm a, int world_size, const Topology& topo) {
 }
 
 // Every algorithm the cost model weighs, in order of preference on a tie.
-constexpr Algorithm kCandidates[] = {Algorithm::kRing,         Algorithm::kRecursiveDoubling,
-                                     Algorithm::kHierarchical, Algorithm::kRabenseifner,
-                                     Algorithm::kTree,         Algorithm::kChain,
-                                     Algorithm::kLinear,       Algorithm::kPairwise,
+constexpr Algorithm kCandidates[] = {Algorithm::kRing,
+                                     Algorithm::kRecursiveDoubling,
+                                     Algorithm::kHierarchical,
+                                     Algorithm::kRabenseifner,
+                                     Algorithm::kTree,
+                                     Algorithm::kChain,
+                                     Algorithm::kScatterAllGather,
+                                     Algorithm::kLinear,
+                                     Algorithm::kPairwise,
                                      Algorithm::kDissemination};
 
 Algorithm OnlyAlgorithm(Collective c) {
@@ -68,9 +74,9 @@ std::atomic<uint64_t> next_selector_id{1};
 bool Streams(Collective c, Algorithm a) {
   // all_reduce's recursive doubling runs on small buffers, whole, Rabenseifner on whole
   // halves and broadcast's dissemination on small buffers; the barrier moves no data;
-  // CUDA IPC does not stage.
+  // CUDA IPC does not stage; broadcast's scatter-allgather moves whole subtrees' blocks.
   return c != Collective::kBarrier && a != Algorithm::kDissemination && a != Algorithm::kCudaIpc &&
-         a != Algorithm::kHierarchical &&
+         a != Algorithm::kHierarchical && a != Algorithm::kScatterAllGather &&
          !(c == Collective::kAllReduce && (a == Algorithm::kRecursiveDoubling || a == Algorithm::kRabenseifner));
 }
 

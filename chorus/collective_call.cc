@@ -137,6 +137,9 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       if (algorithm == algos::Algorithm::kChain) {
         return algos::BroadcastChain(ctx, c.recv, c.count, c.dtype, c.root, tuning);
       }
+      if (algorithm == algos::Algorithm::kScatterAllGather) {
+        return algos::BroadcastScatterAllGather(ctx, c.recv, c.count, c.dtype, c.root, tuning);
+      }
       return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
     case Collective::kReduce: return algos::ReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
     case Collective::kAllGather:

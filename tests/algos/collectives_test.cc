@@ -55,6 +55,7 @@ enum class Algo {
   kScatter,
   kAllToAll,
   kAllReduceRabenseifner,  // last, so the others keep their seeds and rotations
+  kBroadcastScatterAllGather,
 };
 
 const char* AlgoName(Algo a) {
@@ -72,6 +73,7 @@ const char* AlgoName(Algo a) {
     case Algo::kScatter: return "scatter";
     case Algo::kAllToAll: return "all_to_all_pairwise";
     case Algo::kAllReduceRabenseifner: return "all_reduce_rabenseifner";
+    case Algo::kBroadcastScatterAllGather: return "broadcast_scatter_allgather";
   }
   return "?";
 }
@@ -83,7 +85,8 @@ Collective CollectiveOf(Algo a) {
     case Algo::kAllReduceHierarchical:
     case Algo::kAllReduceRabenseifner: return Collective::kAllReduce;
     case Algo::kBroadcast:
-    case Algo::kBroadcastChain: return Collective::kBroadcast;
+    case Algo::kBroadcastChain:
+    case Algo::kBroadcastScatterAllGather: return Collective::kBroadcast;
     case Algo::kReduce: return Collective::kReduce;
     case Algo::kAllGather:
     case Algo::kAllGatherRd: return Collective::kAllGather;
@@ -100,11 +103,10 @@ bool Reduces(Algo a) {
          a == Algo::kAllReduceRabenseifner || a == Algo::kReduce || a == Algo::kReduceScatter;
 }
 // Broadcast's algorithms: one buffer, so no in-place variant.
-bool OneBuffer(Algo a) { return a == Algo::kBroadcast || a == Algo::kBroadcastChain; }
-bool Rooted(Algo a) {
-  return a == Algo::kBroadcast || a == Algo::kBroadcastChain || a == Algo::kReduce || a == Algo::kGather ||
-         a == Algo::kScatter;
+bool OneBuffer(Algo a) {
+  return a == Algo::kBroadcast || a == Algo::kBroadcastChain || a == Algo::kBroadcastScatterAllGather;
 }
+bool Rooted(Algo a) { return OneBuffer(a) || a == Algo::kReduce || a == Algo::kGather || a == Algo::kScatter; }
 // Collectives whose count is per rank block (buffers of n * count elements).
 bool Blocks(Algo a) {
   return a == Algo::kAllGather || a == Algo::kAllGatherRd || a == Algo::kReduceScatter || a == Algo::kGather ||
@@ -197,14 +199,17 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, first, last - first, (*result)->at(first)));
     }
     case Algo::kBroadcast:
-    case Algo::kBroadcastChain: {
+    case Algo::kBroadcastChain:
+    case Algo::kBroadcastScatterAllGather: {
       TypedBuffer buf(t, count);
       if (rank == c.root) {
         FillBytes(seed, c.root, 0, bytes, buf.data());
       } else {
         buf.Poison();
       }
-      const auto broadcast = c.algo == Algo::kBroadcastChain ? algos::BroadcastChain : algos::BroadcastTree;
+      const auto broadcast = c.algo == Algo::kBroadcastChain              ? algos::BroadcastChain
+                             : c.algo == Algo::kBroadcastScatterAllGather ? algos::BroadcastScatterAllGather
+                                                                          : algos::BroadcastTree;
       CHORUS_RETURN_IF_ERROR(timed(broadcast(ctx, buf.data(), count, t, c.root, tuning)));
       return AtRank(rank, "buffer", CheckBytes(seed, c.root, 0, bytes, buf.data()));
     }
@@ -429,6 +434,7 @@ TEST_P(CollectivesTest, AllReduceHierarchical) { Sweep(Algo::kAllReduceHierarchi
 TEST_P(CollectivesTest, AllReduceRabenseifner) { Sweep(Algo::kAllReduceRabenseifner); }
 TEST_P(CollectivesTest, BroadcastTree) { Sweep(Algo::kBroadcast); }
 TEST_P(CollectivesTest, BroadcastChain) { Sweep(Algo::kBroadcastChain); }
+TEST_P(CollectivesTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScatterAllGather); }
 TEST_P(CollectivesTest, ReduceTree) { Sweep(Algo::kReduce); }
 TEST_P(CollectivesTest, AllGatherRing) { Sweep(Algo::kAllGather); }
 TEST_P(CollectivesTest, AllGatherRecursiveDoubling) {
@@ -567,9 +573,17 @@ TEST_P(CollectivesTest, ALateRankFindsNoLargeMessagesWaiting) {
 // their messages interleave on every connection. Tags must keep them apart.
 TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
   const int n = GetParam();
-  const Algo algos_all[] = {Algo::kAllReduceRing, Algo::kAllReduceRd,          Algo::kBroadcast, Algo::kReduce,
-                            Algo::kAllGather,     Algo::kReduceScatter,        Algo::kGather,    Algo::kScatter,
-                            Algo::kAllToAll,      Algo::kAllReduceRabenseifner};
+  const Algo algos_all[] = {Algo::kAllReduceRing,
+                            Algo::kAllReduceRd,
+                            Algo::kBroadcast,
+                            Algo::kReduce,
+                            Algo::kAllGather,
+                            Algo::kReduceScatter,
+                            Algo::kGather,
+                            Algo::kScatter,
+                            Algo::kAllToAll,
+                            Algo::kAllReduceRabenseifner,
+                            Algo::kBroadcastScatterAllGather};
   for (int round = 0; round < 3; ++round) {
     std::vector<Case> cases;
     for (int j = 0; j < static_cast<int>(std::size(algos_all)); ++j) {
@@ -580,7 +594,7 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
           SeedOf({77, static_cast<uint64_t>(n), static_cast<uint64_t>(round), static_cast<uint64_t>(j)});
       cases.push_back(Case{algos_all[j], t, kAllOps[(j + round) % 5], count, (j + round) % 2 == 1, root,
                            DataTypeSize(t) * 97 + 1, seed});
-      if (cases.back().algo == Algo::kBroadcast) cases.back().in_place = false;
+      if (OneBuffer(cases.back().algo)) cases.back().in_place = false;
     }
     const uint64_t base = world_->ReserveSeqs(cases.size());
     std::vector<std::vector<std::unique_ptr<TypedBuffer>>> results(cases.size());
@@ -630,7 +644,8 @@ TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous)
                             Algo::kGather,
                             Algo::kScatter,
                             Algo::kAllToAll,
-                            Algo::kAllReduceRabenseifner};
+                            Algo::kAllReduceRabenseifner,
+                            Algo::kBroadcastScatterAllGather};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -661,6 +676,8 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3,
 // into a power of two of 4 (uneven blocks of 4), 8 halves three times without a fold.
 class LargerWorldsTest : public CollectivesTest {};
 TEST_P(LargerWorldsTest, AllReduceRabenseifner) { Sweep(Algo::kAllReduceRabenseifner); }
+// The scatter's binomial subtrees past 5 ranks: cut short at 6 and 7, whole at 8.
+TEST_P(LargerWorldsTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScatterAllGather); }
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LargerWorldsTest, ::testing::Values(6, 7, 8),
                          [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
 

@@ -50,6 +50,13 @@ Call BroadcastCall(size_t count, int root) {
                 return algos::BroadcastTree(ctx, buf.data(), count, t, root, algos::Tuning());
               }};
 }
+Call ScatterAllGatherCall(size_t count, int root) {
+  const DataType t = DataType::kFloat32;
+  return Call{Fingerprint(Collective::kBroadcast, count, t, ReduceOp::kSum, root), [=](const Context& ctx) {
+                std::vector<char> buf(count * DataTypeSize(t) + 1);
+                return algos::BroadcastScatterAllGather(ctx, buf.data(), count, t, root, algos::Tuning());
+              }};
+}
 Call ReduceCall(size_t count, int root) {
   const DataType t = DataType::kInt32;
   return Call{Fingerprint(Collective::kReduce, count, t, ReduceOp::kMax, root), [=](const Context& ctx) {
@@ -200,6 +207,14 @@ TEST(MismatchTest, BroadcastCountsDifferWithNonZeroRoot) {
   Outcome o =
       RunCalls({BroadcastCall(1000, 2), BroadcastCall(1000, 2), BroadcastCall(1001, 2), BroadcastCall(1000, 2)});
   ExpectMismatchNaming(o, "broadcast(count=1000, float32, root=2)", "broadcast(count=1001, float32, root=2)");
+}
+
+// The scatter-allgather broadcast: a rank whose count differs is named by the first peer
+// that exchanges a block with it (the scatter's parent or a ring neighbour).
+TEST(MismatchTest, ScatterAllGatherBroadcastCountsDiffer) {
+  Outcome o = RunCalls({ScatterAllGatherCall(1000, 1), ScatterAllGatherCall(1000, 1), ScatterAllGatherCall(1000, 1),
+                        ScatterAllGatherCall(1001, 1), ScatterAllGatherCall(1000, 1)});
+  ExpectMismatchNaming(o, "broadcast(count=1000, float32, root=1)", "broadcast(count=1001, float32, root=1)");
 }
 
 // Ranks configured to run all_reduce with different algorithms (one forces ring,

@@ -167,6 +167,42 @@ TEST(ForcedAlgorithmRuns, RecursiveDoublingOnALargeCall) {
   }));
 }
 
+// CHORUS_ALGO=scatter_allgather runs every broadcast through the API that way, small ones
+// too (which would ride the agreement), from every root; reduce keeps its tree.
+TEST(ForcedAlgorithmRuns, ScatterAllGatherBroadcastsFromEveryRoot) {
+  const Options o = ForcedOptions(algos::Algorithm::kScatterAllGather);
+  constexpr int kRanks = 3;
+  auto exits = RunRanks(kRanks, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    int k = 0;
+    for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{1023}, size_t{300001}}) {
+      for (int root = 0; root < kRanks; ++root, ++k) {
+        ApiCase spec;
+        spec.kind = Collective::kBroadcast;
+        spec.dtype = kAllTypes[k % 8];
+        spec.count = count;
+        spec.root = root;
+        spec.seed = SeedOf({41, count, static_cast<uint64_t>(root)});
+        ApiCall call(spec, rank, kRanks);
+        RANK_OK(call.Run(**comm).WithContext(spec.Describe()));
+        RANK_OK(call.Check().WithContext(spec.Describe()));
+      }
+    }
+    for (size_t count : {size_t{8}, size_t{300001}}) {
+      Result<std::string> why = (*comm)->Explain("broadcast", count, DataType::kFloat32);
+      RANK_OK(why.status());
+      RANK_CHECK(why->find("forced by CHORUS_ALGO=scatter_allgather") != std::string::npos, *why);
+    }
+    Result<std::string> reduce = (*comm)->Explain("reduce", 300001, DataType::kFloat32);
+    RANK_OK(reduce.status());
+    RANK_CHECK(reduce->find("tree") != std::string::npos, *reduce);
+    RANK_OK((*comm)->Shutdown());
+    return 0;
+  });
+  for (const RankExit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
+}
+
 // CHORUS_ALGO=rd from the environment (read by Config::FromEnv, as the process
 // configuration is) forces recursive doubling on a 1 MiB all_reduce.
 TEST(ForcedAlgorithmsEnv, VariableForcesRecursiveDoubling) {
