@@ -147,7 +147,7 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       // all-gathers it, each rank sending (n-1)/n of S in n-1 steps. On 2 ranks it is the
       // tree's one send of S plus a half sent back to the root.
       if (a == Algorithm::kScatterAllGather) {
-        if (n < 3) return -1;
+        if (n < kScatterAllGatherMinRanks) return -1;
         const double spread = double(n - 1) / n * Us(s, flat.gbps);
         return agree + CeilLog2(n) * flat.latency_us + spread + (n - 1) * flat.latency_us + spread;
       }

@@ -79,6 +79,11 @@ constexpr size_t kAllGatherRdMaxBytes = 4 << 20;
 // agreement. Bytes; measured in docs/design/root_agreement.md.
 constexpr size_t kAgreedBroadcastMaxBytes = 16 << 10;
 
+// broadcast: scatter + all-gather is weighed from this many ranks. Below, the model,
+// which gives each pair of ranks its own bandwidth, misses that it moves more bytes in
+// all than the chain; on 4 ranks of one host it measured no faster (cost_model.md).
+constexpr int kScatterAllGatherMinRanks = 8;
+
 class Selector {
  public:
   Selector() = default;  // the cost model of one host with TCP between its ranks, nothing forced

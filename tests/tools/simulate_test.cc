@@ -175,8 +175,8 @@ TEST(SimulateTest, SummaryGivesEachAlgorithmsSizes) {
   EXPECT_NE(summary.find("..1 GiB\n"), std::string::npos) << summary;
   const std::string csv = FormatCsv(rows);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "collective,ranks,hosts,bytes,tree_us,chain_us,dissemination_us,chosen,chosen_us,bw_lb_us,"
-            "lat_lb_us,ratio");
+            "collective,ranks,hosts,bytes,tree_us,chain_us,scatter_allgather_us,dissemination_us,chosen,chosen_us,"
+            "bw_lb_us,lat_lb_us,ratio");
   EXPECT_NE(FormatTable(o, rows).find("ratio = chosen / max(bw_lb, lat_lb)"), std::string::npos);
 }
 
