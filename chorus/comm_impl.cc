@@ -73,6 +73,7 @@ Status CommunicatorImpl::Init(const Options& options) {
     CHORUS_RETURN_IF_ERROR(Config::ProcessConfigStatus());
     config_ = Config::Process();
   }
+  PhaseClock phases;
   if (options.store) {
     // The application's store (torch's): rank and size are the caller's; the interface
     // is the one toward MASTER_ADDR where it is set (torchrun, env://).
@@ -100,6 +101,7 @@ Status CommunicatorImpl::Init(const Options& options) {
     if (!rdv.ok()) return rdv.status().WithContext("rank " + std::to_string(spec_.rank) + " rendezvous");
     rdv_ = std::make_shared<rendezvous::Rendezvous>(std::move(rdv.value()));
   }
+  phases.Mark("join");
   rank_ = spec_.rank;
   size_ = spec_.world_size;
   SetLogRank(rank_);
@@ -114,12 +116,13 @@ Status CommunicatorImpl::Init(const Options& options) {
   }
   membership_ = member.value();
   rdv_->store = std::make_shared<rendezvous::WatchedStore>(rdv_->store, membership_->abort_key());
+  phases.Mark("claim");
 
   // A store may outlive one job (a standalone store, several communicators): every
   // communicator gets its own key space, numbered by arrival.
   Result<int64_t> arrivals = rdv_->store->Add("chorus/arrivals", 1);
   Status st = arrivals.ok() ? Status::Ok() : arrivals.status();
-  if (st.ok()) st = Connect("chorus/comm" + std::to_string((arrivals.value() - 1) / size_) + "/");
+  if (st.ok()) st = Connect("chorus/comm" + std::to_string((arrivals.value() - 1) / size_) + "/", phases);
   // Every rank is connected to the store now: its port is free for the next one.
   if (st.ok() && rdv_->server) rdv_->server->StopAccepting();
   // The ranks still waiting for this one hear why at once, not at their deadline.
@@ -138,7 +141,7 @@ void CommunicatorImpl::LingerWhileOthersLeave() {
       *rdv_->store, Deadline::AfterMs(std::min<int64_t>(config_.connect_timeout_ms, kStoreLingerMs)));
 }
 
-Status CommunicatorImpl::Connect(const std::string& prefix) {
+Status CommunicatorImpl::Connect(const std::string& prefix, PhaseClock& phases) {
   prefix_ = prefix;
   const Deadline deadline = Deadline::AfterMs(config_.connect_timeout_ms);
   algos::SelectorConfig sc;
@@ -158,6 +161,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
     if (!parsed.ok()) return parsed.status().WithContext("rank " + std::to_string(rank_));
     comm_id = parsed.value();
   }
+  phases.Mark("id");
 
   // The application's store (torch's) admits whoever reaches it; the data connections
   // need not: without a job secret, rank 0 makes one for this communicator and hands it
@@ -177,10 +181,11 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
       config_.secret = JobSecret(got.value());
     }
   }
+  if (spec_.method == "store") phases.Mark("secret");
 
   // Open, all-gather, choose (RDMA or TCP) and connect the transport.
   Result<TransportSetup> setup =
-      SetUpTransport(config_, *rdv_->store, prefix_, rank_, size_, comm_id, spec_.master_addr, deadline);
+      SetUpTransport(config_, *rdv_->store, prefix_, rank_, size_, comm_id, spec_.master_addr, deadline, phases);
   if (!setup.ok()) return setup.status();
   transport_ = std::move(setup.value().transport);
   scratch_ = std::make_unique<BufferCache>(static_cast<size_t>(config_.scratch_cache_bytes));
@@ -226,6 +231,8 @@ Status CommunicatorImpl::Connect(const std::string& prefix) {
   executor_ = std::make_unique<Executor>(std::chrono::microseconds(config_.spin_us));
   device_ = std::make_unique<DeviceCalls>(config_.staging_sync == StagingSync::kSignals);
   connected_ = true;
+  phases.Mark("rest");
+  CHORUS_INFO("rank " << rank_ << ": set-up phases: " << phases.Summary());
   CHORUS_INFO("communicator ready: " << Describe());
   return Status::Ok();
 }
@@ -606,10 +613,12 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int
   const Deadline deadline = Deadline::AfterMs(config_.connect_timeout_ms);
   const std::string split_prefix = prefix_ + "split" + std::to_string(split_seq_.fetch_add(1)) + "/";
   // Every rank publishes (color, key); members of a color sort by (key, old rank).
+  PhaseClock phases;
   Result<std::vector<std::string>> all = rendezvous::AllGather(
       *rdv_->store, split_prefix + "colors", rank_, size_, std::to_string(color) + " " + std::to_string(key), deadline);
   if (!all.ok()) return all.status().WithContext("split on rank " + std::to_string(rank_));
   if (color < 0) return std::unique_ptr<CommunicatorImpl>();
+  phases.Mark("colors");
   std::vector<std::pair<int, int>> members;  // (key, old rank)
   for (int r = 0; r < size_; ++r) {
     std::istringstream in(all.value()[r]);
@@ -626,7 +635,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int
   for (int i = 0; i < child->size_; ++i) {
     if (members[i].second == rank_) child->rank_ = i;
   }
-  CHORUS_RETURN_IF_ERROR(child->Connect(split_prefix + "color" + std::to_string(color) + "/"));
+  CHORUS_RETURN_IF_ERROR(child->Connect(split_prefix + "color" + std::to_string(color) + "/", phases));
   return child;
 }
 

@@ -17,6 +17,7 @@
 #include "chorus/device_calls.h"
 #include "chorus/executor.h"
 #include "common/buffer_cache.h"
+#include "common/phase_clock.h"
 #include "kernels/cuda/device_memory.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/init_method.h"
@@ -62,8 +63,9 @@ class CommunicatorImpl {
   CommunicatorImpl() = default;
   Status Init(const Options& options);
   // Joins this communicator's ranks under `prefix` of the store: comm id, listen,
-  // all-gather of peer info, full-mesh connect.
-  Status Connect(const std::string& prefix);
+  // all-gather of peer info, full-mesh connect. Marks its steps on `phases` and logs
+  // them at INFO.
+  Status Connect(const std::string& prefix, PhaseClock& phases);
   // After a failed set-up, the rank hosting the store keeps it up (a few seconds at
   // most) until the other ranks have left, so they read why rather than a closed store.
   void LingerWhileOthersLeave();

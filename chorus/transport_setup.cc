@@ -125,7 +125,7 @@ Status ConnectShm(transport::ShmTransport& shm, const std::vector<PeerInfo>& pee
 
 Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& store, const std::string& prefix,
                                       int rank, int size, uint64_t comm_id, const std::string& master_addr,
-                                      Deadline deadline) {
+                                      Deadline deadline, PhaseClock& phases) {
   // 1. Open what the configuration allows: the interface that reaches the master (or
   // CHORUS_SOCKET_IFNAME's) for TCP, and to pick the RoCE GID.
   Result<std::string> addr = rendezvous::SelectInterfaceAddress(config.socket_ifname, master_addr);
@@ -155,12 +155,14 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     tcp = std::move(t.value());
     me.tcp_address = tcp->address();
   }
+  phases.Mark("open");
 
   // 2. Everyone learns what everyone has (a rank that cannot do RDMA still takes part,
   // so that every rank fails with the same clear error instead of a timeout).
   Result<std::vector<std::string>> all =
       rendezvous::AllGather(store, prefix + "peers", rank, size, me.Serialize(), deadline);
   if (!all.ok()) return all.status();
+  phases.Mark("peers");
   TransportSetup out;
   std::vector<std::string> rdma_addrs, hosts;
   std::optional<std::string> without_rdma;  // the first rank without RDMA, and why
@@ -195,9 +197,11 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
       auto s = transport::ShmTransport::Create(ShmOptionsFor(config, rank, size, group, comm_id));
       offer = s.ok() ? "ok " + s.value()->path() : s.status().message();
       if (s.ok()) shm = std::move(s.value());
+      phases.Mark("shm-create");
     }
     Result<std::vector<std::string>> offers = rendezvous::AllGather(store, prefix + "shm", rank, size, offer, deadline);
     if (!offers.ok()) return offers.status();
+    phases.Mark("shm-offers");
     // Every rank reaches the same verdicts from the same offers: which hosts share memory
     // (the cost model's link within hosts must be the same everywhere), and whether a
     // host where some rank asked for shm (CHORUS_TRANSPORT=shm) cannot.
@@ -221,6 +225,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
       shm_why = NoShmReason(out.peers, group, offers.value());
       if (!shm_why) {
         CHORUS_RETURN_IF_ERROR(ConnectShm(*shm, out.peers, group, offers.value()));
+        phases.Mark("shm-connect");
       } else {
         shm.reset();
         if (rank == group[0]) CHORUS_WARN("host " << me.hostname << ": shared memory off, TCP instead: " << *shm_why);
@@ -229,6 +234,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     // Every segment is mapped before any is unlinked.
     CHORUS_RETURN_IF_ERROR(rendezvous::Barrier(store, prefix + "shm_mapped", rank, size, deadline));
     if (shm) CHORUS_RETURN_IF_ERROR(shm->Start());
+    phases.Mark("shm-barrier");
   }
 
   // 4. Between hosts (or where shared memory is off): the same network choice on every
@@ -264,6 +270,8 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
     CHORUS_RETURN_IF_ERROR(tcp->Connect(addresses, deadline));
     network = std::move(tcp);
   }
+
+  if (network) phases.Mark("network");
 
   // 5. One transport: shared memory for this host's ranks, the network for the others.
   const std::string shm_choice = "shm between the " + std::to_string(group.size()) + " ranks of this host";

@@ -13,6 +13,7 @@
 #include "algos/cost_model.h"
 #include "chorus/config.h"
 #include "common/deadline.h"
+#include "common/phase_clock.h"
 #include "common/status.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/store.h"
@@ -32,6 +33,6 @@ struct TransportSetup {
 
 Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& store, const std::string& prefix,
                                       int rank, int size, uint64_t comm_id, const std::string& master_addr,
-                                      Deadline deadline);
+                                      Deadline deadline, PhaseClock& phases);
 
 }  // namespace chorus

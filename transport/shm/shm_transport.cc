@@ -156,7 +156,7 @@ Status ShmTransport::Connect(const std::vector<std::string>& paths, const std::v
   return Status::Ok();
 }
 
-bool ShmTransport::SingleCopyFrom(const Peer& p) const {
+bool ShmTransport::SingleCopyFrom(const Peer& p) {
   if (opts_.single_copy == SingleCopy::kOff) return false;
   if (p.pid == getpid()) return opts_.single_copy == SingleCopy::kOn;
   // Can we read the peer? Its segment's first word, through the peer's own address.
@@ -169,9 +169,14 @@ bool ShmTransport::SingleCopyFrom(const Peer& p) const {
     return false;
   }
   if (opts_.single_copy == SingleCopy::kOn) return true;
-  // Does it pay? One read of the peer's memory against the two copies through a ring
-  // (into it, out of it), best of a few: pinning pages costs more than a copy on some
-  // machines (VMs), and less on others.
+  return ReadPays(p);
+}
+
+bool ShmTransport::ReadPays(const Peer& p) {
+  if (read_pays_) return *read_pays_;
+  // One read of the peer's memory against the two copies through a ring (into it, out
+  // of it), best of a few: pinning pages costs more than a copy on some machines (VMs),
+  // and less on others.
   const size_t n = kShmRingBytes;
   std::vector<char> dst(n);
   const char* src = static_cast<const char*>(p.segment.base()) + sizeof(Control);
@@ -194,8 +199,9 @@ bool ShmTransport::SingleCopyFrom(const Peer& p) const {
   const double read_us = std::chrono::duration<double, std::micro>(read).count();
   const double copy_us = std::chrono::duration<double, std::micro>(copy).count();
   CHORUS_INFO("rank " << opts_.rank << ": reading " << n << " bytes of " << PeerDesc(p.rank) << "'s memory took "
-                      << read_us << " us, a copy " << copy_us
-                      << " us: " << (pays ? "single copy" : "through the ring"));
+                      << read_us << " us, a copy " << copy_us << " us: " << (pays ? "single copy" : "through the ring")
+                      << " from every local peer that lets us read it");
+  read_pays_ = pays;
   return pays;
 }
 

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -171,7 +172,12 @@ class ShmTransport final : public Transport, public RequestDriver {
 
   explicit ShmTransport(const ShmOptions& opts);
   std::string PeerDesc(int peer) const;
-  bool SingleCopyFrom(const Peer& p) const;  // at Connect: whether p's large messages are read from its memory
+  bool SingleCopyFrom(const Peer& p);  // at Connect: whether p's large messages are read from its memory
+  // Whether reading a peer's memory beats two copies through a ring: timed against the
+  // first readable peer only, as every local peer's pages are alike (one probe per peer
+  // made set-up quadratic per host).
+  bool ReadPays(const Peer& p);
+  std::optional<bool> read_pays_;
   Peer* LocalPeer(int rank) const { return IsLocal(rank) ? peers_[local_index_[rank]].get() : nullptr; }
 
   // Under mu_.
