@@ -56,15 +56,7 @@ Status AllReduceRabenseifner(const Context& ctx, const void* send, void* recv, s
 
   return AbortOnError(ctx, [&]() -> Status {
     // Step 0: extra ranks hand their data over and wait for the result.
-    if (r < extra) {
-      const int partner = r + extra;
-      // The result lands in recv only after the partner has read our data (it needs
-      // it to compute the result), so the receive may be posted first.
-      transport::RequestPtr in = PostRecv(ctx, partner, unfold_step, recv, bytes);
-      transport::RequestPtr out = ctx.transport.Send(partner, ctx.tag(0), send, bytes, ctx.fingerprint);
-      CHORUS_RETURN_IF_ERROR(Wait(ctx, *out, partner));
-      return Wait(ctx, *in, partner);
-    }
+    if (r < extra) return FoldOut(ctx, r + extra, send, recv, bytes, unfold_step);
     // Received halves land here before they are reduced: at most half the buffer, or
     // all of it where an extra rank folds in.
     const bool folds_in = r < 2 * extra;

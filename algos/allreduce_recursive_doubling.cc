@@ -43,15 +43,7 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
 
   return AbortOnError(ctx, [&]() -> Status {
     // Step 0: extra ranks hand their data to their partner and wait for the result.
-    if (r < extra) {
-      const int partner = r + extra;
-      // The result overwrites recv only after the partner has read our data (it needs
-      // it to compute the result), so posting the receive first is safe.
-      transport::RequestPtr in = PostRecv(ctx, partner, unfold_step, recv, bytes);
-      transport::RequestPtr out = ctx.transport.Send(partner, ctx.tag(0), recv, bytes, ctx.fingerprint);
-      CHORUS_RETURN_IF_ERROR(Wait(ctx, *out, partner));
-      return Wait(ctx, *in, partner);
-    }
+    if (r < extra) return FoldOut(ctx, r + extra, recv, recv, bytes, unfold_step);
     if (r < 2 * extra) {
       const int partner = r - extra;
       transport::RequestPtr in = PostRecv(ctx, partner, 0, in_buf, bytes);

@@ -94,6 +94,18 @@ inline Status Wait(const Context& ctx, transport::Request& req, int peer) {
   return WaitRequest(ctx, req, peer, DescribeFingerprint);
 }
 
+// An extra rank of a world that is not a power of two (recursive doubling, Rabenseifner):
+// hands `data` to `partner`, which folds it in, and waits for the result in `result`
+// at step `result_step`. The result lands only after the partner has read our data (it
+// needs it to compute the result), so the receive may be posted first.
+inline Status FoldOut(const Context& ctx, int partner, const void* data, void* result, size_t bytes,
+                      uint32_t result_step) {
+  transport::RequestPtr in = PostRecv(ctx, partner, result_step, result, bytes);
+  transport::RequestPtr out = ctx.transport.Send(partner, ctx.tag(0), data, bytes, ctx.fingerprint);
+  CHORUS_RETURN_IF_ERROR(Wait(ctx, *out, partner));
+  return Wait(ctx, *in, partner);
+}
+
 // dst = a op b in slices of 64 KiB, letting the transport move bytes between slices: a
 // transport driven by its callers (TCP) sends and receives nothing while this thread
 // computes, so a long reduction would leave the wire idle.

@@ -228,21 +228,25 @@ TEST(Init, BadConfigVariableIsNamed) {
       mp));
 }
 
-// Creates a communicator through env:// as rank `rank` of `size` and returns the error
-// (OK when it was created).
-Status CreateAs(int rank, int size) {
-  setenv("RANK", std::to_string(rank).c_str(), 1);
-  setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
-  Config c = Config::Process();
-  c.connect_timeout_ms = 120 * 1000;  // far beyond the test: errors must not wait for it
-  Options o;
-  o.config = c;
+// Creates a communicator with `o` (and a connect timeout far beyond the test: errors
+// must not wait for it), shuts it down and returns the first error, printed.
+Status CreateAndShutDown(int rank, Options o) {
+  if (!o.config) o.config = Config::Process();
+  o.config->connect_timeout_ms = 120 * 1000;
   auto comm = Communicator::Create(o);
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
     return comm.status();
   }
   return (*comm)->Shutdown();
+}
+
+// Creates a communicator through env:// as rank `rank` of `size` and returns the error
+// (OK when it was created).
+Status CreateAs(int rank, int size) {
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
+  return CreateAndShutDown(rank, Options());
 }
 
 // Two processes with RANK=1 (rank 2 never comes, so the job cannot finish without it):
@@ -326,14 +330,8 @@ Status CreateWithFdLimit(const std::string& path, int rank, int64_t soft_extra, 
   Config c = Config::Process();
   c.transport = TransportMode::kTcp;
   c.nsocks_per_peer = 64;
-  c.connect_timeout_ms = 120 * 1000;  // far beyond the test: errors must not wait for it
   o.config = c;
-  auto comm = Communicator::Create(o);
-  if (!comm.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
-    return comm.status();
-  }
-  return (*comm)->Shutdown();
+  return CreateAndShutDown(rank, o);
 }
 
 // A rank whose RLIMIT_NOFILE cannot hold its TCP mesh fails naming the limit, the need
