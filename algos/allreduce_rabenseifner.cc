@@ -39,13 +39,8 @@ Status AllReduceRabenseifner(const Context& ctx, const void* send, void* recv, s
   const size_t bytes = count * es;
   if (n == 1) return CopyAlone(ctx, send, recv, bytes);
 
-  int p = 1;
-  int rounds = 0;
-  while (p * 2 <= n) {
-    p *= 2;
-    ++rounds;
-  }
-  const int extra = n - p;
+  const PowerOfTwoFold fold = FoldOf(n);
+  const int p = fold.p, rounds = fold.rounds, extra = fold.extra;
   const uint32_t unfold_step = static_cast<uint32_t>(2 * rounds + 1);
   // Blocks [lo, hi) of the p, in elements.
   const auto range = [&](int lo, int hi) {

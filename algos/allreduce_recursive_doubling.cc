@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "algos/buffer.h"
+#include "algos/chunking.h"
 #include "algos/collectives.h"
 #include "algos/pending_sends.h"
 #include "kernels/reduce.h"
@@ -27,13 +28,8 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
   CopyIfDistinct(recv, send, bytes);
   if (n == 1) return Status::Ok();
 
-  int p = 1;
-  int rounds = 0;
-  while (p * 2 <= n) {
-    p *= 2;
-    ++rounds;
-  }
-  const int extra = n - p;
+  const PowerOfTwoFold fold = FoldOf(n);
+  const int rounds = fold.rounds, extra = fold.extra;
   const uint32_t unfold_step = static_cast<uint32_t>(rounds + 1);
   // Small calls (the ones this algorithm is for) receive on the stack: the scratch
   // cache's lock and map cost more than the message.

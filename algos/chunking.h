@@ -19,6 +19,23 @@ struct Span {
 inline int Mod(int a, int n) { return ((a % n) + n) % n; }
 inline bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
+// A world of n ranks as recursive doubling and Rabenseifner run it: p = 2^rounds, the
+// largest power of two <= n, and the n - p extra ranks that fold in first.
+struct PowerOfTwoFold {
+  int p = 1;
+  int rounds = 0;
+  int extra = 0;
+};
+inline PowerOfTwoFold FoldOf(int n) {
+  PowerOfTwoFold f;
+  while (f.p * 2 <= n) {
+    f.p *= 2;
+    ++f.rounds;
+  }
+  f.extra = n - f.p;
+  return f;
+}
+
 // Block i of `count` elements split over n ranks: count/n elements each, the first
 // count%n blocks one more. With count < n the last blocks are empty.
 inline Span EvenBlock(size_t count, int n, int i) {
