@@ -251,5 +251,58 @@ TEST(Shm, AutoSingleCopyCarriesLargeMessagesBetweenManyPeers) {
   }));
 }
 
+// The processes watched for their death are the peers a rank exchanged with, not every
+// rank of the host: after a ring all-reduce among 12 ranks, each holds a pidfd for its
+// two ring neighbours only. And the ring still names a neighbour killed afterwards.
+int OpenPidfds() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec).string() == "anon_inode:[pidfd]") ++n;
+  }
+  return n;
+}
+
+TEST(ShmLiveness, OnlyThePeersExchangedWithAreWatched) {
+  ShmDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  Options o = ShmOptions(dir.path());
+  Config c = *o.config;
+  c.algo = algos::Algorithm::kRing;
+  o.config = c;
+  constexpr int kRanks = 12;
+  auto exits =
+      RunRanks(kRanks,
+               [&](int rank) {
+                 const int before = OpenPidfds();
+                 auto comm = Communicator::Create(o);
+                 RANK_OK(comm.status());
+                 Communicator& cm = **comm;
+                 std::vector<float> v(4096, 1.0f);
+                 RANK_OK(cm.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
+                 RANK_CHECK(v[0] == kRanks && v.back() == kRanks, "sum " + std::to_string(v[0]));
+                 // The proxy opens them within its poll period; wait for both, bounded.
+                 int watched = 0;
+                 for (int i = 0; i < 200 && (watched = OpenPidfds() - before) < 2; ++i) usleep(10 * 1000);
+                 usleep(50 * 1000);  // and none beyond them
+                 watched = OpenPidfds() - before;
+                 RANK_CHECK(watched == 2, "rank " + std::to_string(rank) + " watches " + std::to_string(watched) +
+                                              " processes, not its 2 ring neighbours");
+                 if (rank == 5) kill(getpid(), SIGKILL);
+                 Status st;
+                 for (int i = 0; i < 100 && st.ok(); ++i) {
+                   st = cm.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+                 }
+                 RANK_CHECK(st.code() == StatusCode::kPeerFailed && st.message().find("rank 5") != std::string::npos,
+                            st.ToString());
+                 return 0;
+               },
+               {.timeout_seconds = 90});
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == 5) continue;
+    EXPECT_TRUE(exits[r].exited && exits[r].code == 0) << exits[r].Describe();
+  }
+}
+
 }  // namespace
 }  // namespace chorus::testing

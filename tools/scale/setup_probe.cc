@@ -3,12 +3,16 @@
 // rank holds after. Rank 0 gathers every rank's numbers and prints one line:
 //
 //   setup backend=chorus ranks=64 job_ms=... init_ms=max/mean barrier_ms=max/mean
-//         fds=max/mean rss_mb=max/mean
+//         cpu_ms=max/mean fds=max/mean rss_mb=max/mean
 //
+// cpu_ms is the CPU time (all threads) each rank spent from its start to the barrier's
+// return: with more ranks than cores the wall times grow with the total work of all
+// ranks, while cpu_ms shows how each rank's own work grows with n.
 // job_ms runs from the earliest rank's start to the last rank's return from the barrier,
 // process start-up included, so both backends are timed alike. Run through chorusrun
 // (--backend chorus) or mpirun (--backend mpi); tools/scale/setup_scale.sh runs both.
 #include <mpi/mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +37,7 @@ struct Sample {
   double ready_ms;    // wall clock at the barrier's return
   double fds;         // descriptors open after the barrier
   double rss_mb;      // resident memory after the barrier
+  double cpu_ms;      // CPU time of the process, user + system, up to the barrier's return
 };
 constexpr int kFields = sizeof(Sample) / sizeof(double);
 
@@ -42,6 +47,14 @@ double WallMs() {
 
 double SteadyMs() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// User + system CPU time of this process (every thread) so far.
+double CpuMs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
 // VmRSS of /proc/self/status, MiB.
@@ -73,15 +86,16 @@ void Report(const char* backend, const std::vector<Sample>& all) {
     first_start = std::min(first_start, s.start_ms);
     last_ready = std::max(last_ready, s.ready_ms);
   }
-  double im, ia, bm, ba, fm, fa, rm, ra;
+  double im, ia, bm, ba, cm, ca, fm, fa, rm, ra;
   stat(&Sample::init_ms, &im, &ia);
   stat(&Sample::barrier_ms, &bm, &ba);
+  stat(&Sample::cpu_ms, &cm, &ca);
   stat(&Sample::fds, &fm, &fa);
   stat(&Sample::rss_mb, &rm, &ra);
   std::printf(
-      "setup backend=%s ranks=%zu job_ms=%.0f init_ms=%.0f/%.0f barrier_ms=%.1f/%.1f fds=%.0f/%.1f "
-      "rss_mb=%.1f/%.1f\n",
-      backend, all.size(), last_ready - first_start, im, ia, bm, ba, fm, fa, rm, ra);
+      "setup backend=%s ranks=%zu job_ms=%.0f init_ms=%.0f/%.0f barrier_ms=%.1f/%.1f cpu_ms=%.0f/%.1f "
+      "fds=%.0f/%.1f rss_mb=%.1f/%.1f\n",
+      backend, all.size(), last_ready - first_start, im, ia, bm, ba, cm, ca, fm, fa, rm, ra);
 }
 
 int RunChorus(Sample s) {
@@ -96,6 +110,7 @@ int RunChorus(Sample s) {
   chorus::Status st = (*comm)->Barrier();
   s.barrier_ms = SteadyMs() - t;
   s.ready_ms = WallMs();
+  s.cpu_ms = CpuMs();
   s.fds = static_cast<double>(chorus::OpenFdCount());
   s.rss_mb = RssMb();
   const int n = (*comm)->size();
@@ -115,6 +130,7 @@ int RunMpi(Sample s) {
   MPI_Barrier(MPI_COMM_WORLD);
   s.barrier_ms = SteadyMs() - t;
   s.ready_ms = WallMs();
+  s.cpu_ms = CpuMs();
   s.fds = static_cast<double>(chorus::OpenFdCount());
   s.rss_mb = RssMb();
   int rank = 0, n = 0;

@@ -2,7 +2,7 @@
 # Creating a world of n ranks on this machine, chorus beside Open MPI, in one run:
 # for each n, chorusrun + setup_probe (Communicator::Create + Barrier) and
 # mpirun + setup_probe --backend mpi (MPI_Init + MPI_Barrier), oversubscribed alike.
-# Prints setup_probe's line per run (job_ms, init_ms, barrier_ms, fds, rss_mb:
+# Prints setup_probe's line per run (job_ms, init_ms, barrier_ms, cpu_ms, fds, rss_mb:
 # max/mean over the ranks) and the ratio chorus/MPI of job_ms. With --phases, also the
 # max over the ranks of each set-up phase (the "set-up phases:" lines logged at INFO).
 #

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -211,15 +212,6 @@ Status ShmTransport::Start() {
     if (!pp) continue;
     Peer& p = *pp;
     p.single_copy = p.out->single_copy.load(std::memory_order_acquire) != 0;
-    if (p.pid != getpid()) {
-      const int fd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));
-      if (fd >= 0) {
-        p.pidfd = UniqueFd(fd);
-      } else {
-        CHORUS_WARN("rank " << opts_.rank << ": pidfd_open(" << p.pid << "): " << std::strerror(errno)
-                            << ": the death of " << PeerDesc(p.rank) << " is noticed only by deadlines");
-      }
-    }
   }
   proxy_ = std::thread([this] { ProxyLoop(); });
   return Status::Ok();
@@ -288,6 +280,7 @@ RequestPtr ShmTransport::Send(int peer, uint64_t tag, const void* buf, size_t by
     return req;
   }
   Peer& p = *LocalPeer(peer);
+  Watch(p);
   ++active_;
   deadlines_.Track(req, CoarseNow());
   OutFrame of;
@@ -314,6 +307,7 @@ RequestPtr ShmTransport::Recv(int peer, uint64_t tag, void* buf, size_t bytes, u
     return req;
   }
   Peer& p = *LocalPeer(peer);
+  Watch(p);
   ++active_;
   deadlines_.Track(req, CoarseNow());
   TagQueue& q = p.tags.Get(tag);
@@ -888,7 +882,53 @@ void ShmTransport::Drive(BasicRequest& req, Deadline deadline) {
   app_drivers_.fetch_sub(1);
 }
 
+void ShmTransport::Watch(Peer& p) {
+  if (p.watched.load(std::memory_order_relaxed)) return;
+  p.watched.store(true, std::memory_order_release);
+  watched_.fetch_add(1, std::memory_order_release);
+}
+
+void ShmTransport::OpenPidfds() {
+  const int asked = watched_.load(std::memory_order_acquire);
+  if (asked == pidfds_opened_) return;
+  pidfds_opened_ = asked;
+  for (auto& pp : peers_) {
+    if (!pp || pp->pidfd_opened || !pp->watched.load(std::memory_order_acquire)) continue;
+    Peer& p = *pp;
+    p.pidfd_opened = true;
+    if (p.pid == getpid()) continue;
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));
+    if (fd >= 0) {
+      p.pidfd = UniqueFd(fd);
+    } else if (errno == ESRCH) {
+      OnPeerExit(p);  // gone before it was first watched
+    } else {
+      CHORUS_WARN("rank " << opts_.rank << ": pidfd_open(" << p.pid << "): " << std::strerror(errno)
+                          << ": the death of " << PeerDesc(p.rank) << " is noticed only by deadlines");
+    }
+  }
+}
+
+void ShmTransport::OnPeerExit(Peer& p) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p.pidfd.reset();
+    if (!aborted_) {
+      // What it sent before it died is good (the poll drains it); then the state it
+      // left, or its death.
+      PollLocked(Clock::now());
+      // A process that died never comes back: the communicator is broken, whether or
+      // not something waits for it now (a later call, and the shutdown, must not wait).
+      if (!aborted_ && p.ctl->state.load() == static_cast<uint32_t>(PeerState::kRunning)) {
+        AbortLocked(PeerFailed(PeerDesc(p.rank) + " on this host exited without closing its communicator"));
+      }
+    }
+  }
+  Ring(ctl_);
+}
+
 void ShmTransport::CheckPidfds(int timeout_ms) {
+  OpenPidfds();
   std::vector<struct pollfd> fds;
   std::vector<Peer*> who;
   for (auto& p : peers_) {
@@ -902,23 +942,7 @@ void ShmTransport::CheckPidfds(int timeout_ms) {
   }
   if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
   for (size_t i = 0; i < fds.size(); ++i) {
-    if (fds[i].revents == 0) continue;
-    Peer& p = *who[i];
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      p.pidfd.reset();
-      if (!aborted_) {
-        // What it sent before it died is good (the poll drains it); then the state it
-        // left, or its death.
-        PollLocked(Clock::now());
-        // A process that died never comes back: the communicator is broken, whether or
-        // not something waits for it now (a later call, and the shutdown, must not wait).
-        if (!aborted_ && p.ctl->state.load() == static_cast<uint32_t>(PeerState::kRunning)) {
-          AbortLocked(PeerFailed(PeerDesc(p.rank) + " on this host exited without closing its communicator"));
-        }
-      }
-    }
-    Ring(ctl_);
+    if (fds[i].revents != 0) OnPeerExit(*who[i]);
   }
 }
 
@@ -929,7 +953,7 @@ void ShmTransport::CheckStoppedPeers(Clock::time_point now) {
   Clock::time_point posted;
   const bool waiting = deadlines_.OldestPosted(&posted) && now - posted >= limit;
   for (auto& p : peers_) {
-    if (!p || p->pid <= 0) continue;
+    if (!p || p->pid <= 0 || !p->watched.load(std::memory_order_relaxed)) continue;
     if (!ProcessStopped(p->pid)) {
       p->stopped_since = {};
       continue;

@@ -13,7 +13,9 @@
 // bumps when the owner has sleepers). A proxy thread takes over when no application
 // thread has driven for kProxyHandBack (requests nobody waits on) and watches the local
 // peers' processes (pidfd): a peer that exits without closing its transport fails the
-// communicator naming it, within milliseconds, not at a timeout.
+// communicator naming it, within milliseconds, not at a timeout. Only the peers this
+// rank has posted to or from are watched (the algorithms' partners: a descriptor per
+// partner, not per rank of the host); an abort reaches every rank of the host anyway.
 //
 // Matching, fingerprints, tag groups, deadlines and aborts follow transport.h, as TCP
 // and RDMA do. Only ranks of this host are reachable; a PerPeerTransport routes the
@@ -74,7 +76,7 @@ class ShmTransport final : public Transport, public RequestDriver {
   // Phase 1: creates and maps this rank's segment (path()). Nothing is shared yet.
   static Result<std::unique_ptr<ShmTransport>> Create(const ShmOptions& opts);
   // Phase 2: maps every local rank's segment (paths by local index; this rank's is
-  // skipped), probes which peers' memory this rank can read, opens their pidfds.
+  // skipped), probes which peers' memory this rank can read.
   Status Connect(const std::vector<std::string>& paths, const std::vector<int>& pids);
   // Phase 3, once every local rank connected: unlinks this rank's file, reads the
   // peers' verdicts on single copy, starts the proxy thread.
@@ -93,6 +95,8 @@ class ShmTransport final : public Transport, public RequestDriver {
   void Progress() override;
   void Abort(const Status& reason) override;
   Status health() override { return health_.Get(); }
+  // How many peers' processes this rank watches: those it has exchanged with.
+  int watched_peers() const { return watched_.load(std::memory_order_acquire); }
   std::string Describe() const override;
   TrafficCounters counters() const override {
     return {early_messages_.load(std::memory_order_relaxed), early_bytes_.load(std::memory_order_relaxed)};
@@ -164,7 +168,9 @@ class ShmTransport final : public Transport, public RequestDriver {
     std::vector<std::pair<uint64_t, BasicRequestPtr>> awaiting_ack;  // sent kRts, by cookie
     std::vector<std::pair<uint64_t, BasicRequestPtr>> streams;       // receives we sent kCts for
     uint64_t next_cookie = 1;
-    Status gone;  // set once it left or failed: its requests fail with this
+    Status gone;                       // set once it left or failed: its requests fail with this
+    std::atomic<bool> watched{false};  // posted to or from: the proxy watches its process
+    bool pidfd_opened = false;         // proxy thread only: pidfd_open was tried
     UniqueFd pidfd;
     uint32_t seen_state = 0;
     Clock::time_point stopped_since{};  // first seen stopped ({}: running when last looked)
@@ -222,6 +228,9 @@ class ShmTransport final : public Transport, public RequestDriver {
   void Sleep(Clock::time_point until);
   void Ring(shm::Control* ctl);  // wakes ctl's sleepers, if any
   void ProxyLoop();
+  void Watch(Peer& p);       // under mu_: the first post to or from p asks the proxy to watch it
+  void OpenPidfds();         // proxy thread: pidfds of the peers newly asked for
+  void OnPeerExit(Peer& p);  // proxy thread: p's process is gone
   void CheckPidfds(int timeout_ms);
   // A peer seen stopped for peer_timeout_ms while a request has waited as long fails
   // the transport: a frozen process never answers, while a busy one is only late.
@@ -250,6 +259,8 @@ class ShmTransport final : public Transport, public RequestDriver {
   std::atomic<int> app_drivers_{0};
   std::atomic<int64_t> last_app_drive_ns_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> watched_{0};  // peers asked to be watched (Watch)
+  int pidfds_opened_ = 0;        // proxy thread: how many of them OpenPidfds has seen
   std::thread proxy_;
 };
 
