@@ -33,6 +33,7 @@ constexpr ModeValue<StagingSync> kStagingSyncs[] = {{StagingSync::kSignals, "sig
                                                     {StagingSync::kKernel, "kernel"}};
 constexpr ModeValue<TcpEngine> kTcpEngines[] = {
     {TcpEngine::kAuto, "auto"}, {TcpEngine::kUring, "uring"}, {TcpEngine::kEpoll, "epoll"}};
+constexpr ModeValue<TcpConnect> kTcpConnects[] = {{TcpConnect::kEager, "eager"}, {TcpConnect::kLazy, "lazy"}};
 
 // Values renamed; the old names keep working, with a warning once per process.
 struct Renamed {
@@ -249,6 +250,10 @@ const std::vector<Setting>& Table() {
     t.push_back(Mode("CHORUS_TCP_ENGINE", &Config::tcp_engine, kTcpEngines,
                      "`auto` = `epoll`, driven by the threads that wait (lowest latency); `uring`: io_uring with "
                      "its own engine thread"));
+    t.push_back(Mode("CHORUS_TCP_CONNECT", &Config::tcp_connect, kTcpConnects,
+                     "`eager`: every pair of ranks connects at set-up (a full mesh); `lazy`: a pair connects the "
+                     "first time a call needs it, within `CHORUS_CONNECT_TIMEOUT` (fewer sockets where the "
+                     "algorithms talk to few peers); every rank must agree"));
     t.push_back(Int("CHORUS_NSOCKS_PERPEER", "integer", &Config::nsocks_per_peer, 1, 64,
                     "TCP sockets per peer and channel; large messages are striped over them"));
     t.push_back(Int("CHORUS_TCP_LANES", "integer", &Config::tcp_lanes, 0, 8,
@@ -341,6 +346,7 @@ const char* ModeName(CudaIpcOneGpu m) { return NameIn(kCudaIpcOneGpus, m); }
 const char* ModeName(CudaIpcSync m) { return NameIn(kCudaIpcSyncs, m); }
 const char* ModeName(StagingSync m) { return NameIn(kStagingSyncs, m); }
 const char* ModeName(TcpEngine m) { return NameIn(kTcpEngines, m); }
+const char* ModeName(TcpConnect m) { return NameIn(kTcpConnects, m); }
 
 Result<Config> Config::FromEnv(const EnvLookup& env) {
   Config c;

@@ -28,6 +28,7 @@ enum class CudaIpcSync { kFlags, kEvents };
 // memory, or a one-thread kernel holding the stream.
 enum class StagingSync { kSignals, kKernel };
 enum class TcpEngine { kAuto, kUring, kEpoll };  // CHORUS_TCP_ENGINE
+enum class TcpConnect { kEager, kLazy };         // CHORUS_TCP_CONNECT
 
 const char* ModeName(TransportMode m);
 const char* ModeName(ShmSingleCopy m);
@@ -36,6 +37,7 @@ const char* ModeName(CudaIpcOneGpu m);
 const char* ModeName(CudaIpcSync m);
 const char* ModeName(StagingSync m);
 const char* ModeName(TcpEngine m);
+const char* ModeName(TcpConnect m);
 
 struct Config {
   int64_t timeout_ms = 30 * 60 * 1000;                      // CHORUS_TIMEOUT
@@ -56,6 +58,7 @@ struct Config {
   CudaIpcSync cuda_ipc_sync = CudaIpcSync::kFlags;          // CHORUS_CUDA_IPC_SYNC
   StagingSync staging_sync = StagingSync::kSignals;         // CHORUS_STAGING_SYNC
   TcpEngine tcp_engine = TcpEngine::kAuto;                  // CHORUS_TCP_ENGINE
+  TcpConnect tcp_connect = TcpConnect::kEager;              // CHORUS_TCP_CONNECT
   int nsocks_per_peer = 2;                                  // CHORUS_NSOCKS_PERPEER
   int tcp_lanes = 0;                                        // CHORUS_TCP_LANES
   int64_t socket_bufsize = 4 << 20;                         // CHORUS_SOCKET_BUFSIZE

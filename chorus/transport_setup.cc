@@ -37,6 +37,8 @@ transport::TcpOptions TcpOptionsFor(const Config& config, const std::string& bin
   transport::TcpOptions o;
   // auto: epoll, driven by the waiting threads (tcp/engine.h).
   o.engine = config.tcp_engine == TcpEngine::kUring ? transport::EngineKind::kUring : transport::EngineKind::kEpoll;
+  o.connect = config.tcp_connect == TcpConnect::kLazy ? transport::ConnectMode::kLazy : transport::ConnectMode::kEager;
+  o.connect_timeout_ms = config.connect_timeout_ms;
   o.nsockets = config.nsocks_per_peer;
   o.socket_bufsize = config.socket_bufsize;
   o.stripe_min_bytes = config.stripe_min_bytes;

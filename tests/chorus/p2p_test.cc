@@ -24,6 +24,10 @@ uint8_t Pattern(int from, int to, size_t i) { return static_cast<uint8_t>(i * 13
 Options FileInit(const std::string& engine) {
   Options o = testing::FileInitOptions(30000, 30000);
   o.config->tcp_engine = engine == "uring" ? TcpEngine::kUring : TcpEngine::kEpoll;
+  if (engine == "epoll_lazy") {  // over TCP, connections made when first needed
+    o.config->transport = TransportMode::kTcp;
+    o.config->tcp_connect = TcpConnect::kLazy;
+  }
   return o;
 }
 
@@ -121,7 +125,7 @@ TEST_P(P2PTest, ManyTagsInterleaved) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, P2PTest, ::testing::Values("uring", "epoll"),
+INSTANTIATE_TEST_SUITE_P(Engines, P2PTest, ::testing::Values("uring", "epoll", "epoll_lazy"),
                          [](const auto& info) { return info.param; });
 
 // Sender and receiver disagree on the size: an error naming both, on the receiver.

@@ -19,13 +19,13 @@ void Check(bool ok) {
 bool SameHello(const Hello& a, const Hello& b) {
   return a.comm_id == b.comm_id && a.sender == b.sender && a.receiver == b.receiver && a.world_size == b.world_size &&
          a.socket_index == b.socket_index && a.nsockets == b.nsockets && a.has_secret == b.has_secret &&
-         a.nonce == b.nonce;
+         a.lazy == b.lazy && a.nonce == b.nonce;
 }
 
 bool SameReply(const Reply& a, const Reply& b) {
-  return a.accept == b.accept && a.comm_id == b.comm_id && a.acceptor == b.acceptor && a.connector == b.connector &&
-         a.world_size == b.world_size && a.nsockets == b.nsockets && a.has_secret == b.has_secret &&
-         a.nonce == b.nonce && a.mac == b.mac;
+  return a.accept == b.accept && a.crossed == b.crossed && a.comm_id == b.comm_id && a.acceptor == b.acceptor &&
+         a.connector == b.connector && a.world_size == b.world_size && a.nsockets == b.nsockets &&
+         a.has_secret == b.has_secret && a.nonce == b.nonce && a.mac == b.mac;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOpt
     opts.socket_bufsize = 1 << 20;
     opts.pause_above = o.pause_above;
     opts.resume_below = o.pause_above / 4;
+    opts.connect = o.lazy ? ConnectMode::kLazy : ConnectMode::kEager;
+    opts.connect_timeout_ms = ::chorus::testing::Scaled(std::chrono::milliseconds(o.connect_timeout_ms)).count();
     auto t = TcpTransport::Listen(r, n, o.comm_id, opts);
     if (!t.ok()) return t.status();
     addrs.push_back({t.value()->address(), "localhost", o.rank_channels.empty() ? o.channels : o.rank_channels[r]});

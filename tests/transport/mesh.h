@@ -26,6 +26,8 @@ struct MeshOptions {
   uint64_t comm_id = 42;
   uint64_t pause_above = 64 << 20;  // early bytes held from a peer before PAUSE (RESUME below a quarter)
   std::string shm_dir = "/dev/shm";
+  bool lazy = false;                   // TCP: CHORUS_TCP_CONNECT=lazy
+  int64_t connect_timeout_ms = 20000;  // TCP, lazy: a peer's sockets are made within this
 };
 
 Result<std::vector<std::unique_ptr<TcpTransport>>> MakeMesh(int n, const MeshOptions& o);

@@ -35,6 +35,11 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
       o.engine = "epoll";
       o.channels = 3;
     }
+    if (o.engine == "epoll_lazy" || o.engine == "uring_lazy") {  // connections made when first needed
+      o.engine = o.engine == "epoll_lazy" ? "epoll" : "uring";
+      o.channels = 2;
+      o.lazy = true;
+    }
     auto m = MakeAnyMesh(n, o);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return {};
@@ -490,7 +495,8 @@ TEST_P(TransportTest, SeveralThreadsWaitAtOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
-                         ::testing::Values("uring", "epoll", "epoll_lanes", "rdma", "shm", "shm_rings"),
+                         ::testing::Values("uring", "epoll", "epoll_lanes", "epoll_lazy", "uring_lazy", "rdma", "shm",
+                                           "shm_rings"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

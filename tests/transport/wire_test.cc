@@ -66,6 +66,26 @@ TEST(Wire, ReplyCarriesTheVerdictAndReasonLength) {
   EXPECT_EQ(len, r.reason.size());
 }
 
+TEST(Wire, CrossedVerdictAndLazyFlagRoundTrip) {
+  Reply r;
+  r.crossed = true;
+  uint8_t buf[kReplySize];
+  EncodeReply(r, buf);
+  uint32_t len = 0;
+  Result<Reply> d = DecodeReply(buf, &len);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->accept);
+  EXPECT_TRUE(d->crossed);
+  Hello h;
+  h.lazy = true;
+  uint8_t hb[kHelloSize];
+  EncodeHello(h, hb);
+  Result<Hello> dh = DecodeHello(hb);
+  ASSERT_TRUE(dh.ok());
+  EXPECT_TRUE(dh->lazy);
+  EXPECT_FALSE(dh->has_secret);
+}
+
 TEST(Wire, FrameHeaderRoundTripsAndDetectsCorruption) {
   FrameHeader h;
   h.tag = CollectiveTag(1, 2);

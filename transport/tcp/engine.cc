@@ -129,6 +129,7 @@ void Engine::Run(std::vector<std::vector<UniqueFd>>* sockets, std::promise<Statu
 Status Engine::Init(std::vector<std::vector<UniqueFd>>* sockets) {
   int nconns = 0;
   for (auto& v : *sockets) nconns += static_cast<int>(v.size());
+  nconns = std::max(nconns, opts_.max_conns);
   Result<std::unique_ptr<Poller>> p =
       opts_.use_uring ? MakeUringPoller(this, inbox_.wake_fd(), nconns) : MakeEpollPoller(this, inbox_.wake_fd());
   if (!p.ok())
@@ -323,11 +324,22 @@ void Engine::Abort(const Status& reason) {
 
 void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, last); }
 
+void Engine::AddPeer(int peer, std::vector<UniqueFd> sockets) {
+  {
+    std::lock_guard<std::mutex> lock(added_mu_);
+    added_.emplace_back(peer, std::move(sockets));
+  }
+  inbox_.Interrupt();
+  Kick();
+}
+
 // ---- Engine thread: commands ----
 
 void Engine::DrainCommands(Clock::time_point now) {
   Inbox::Batch& b = batch_;
   inbox_.Drain(&b);
+  // After the drain: sockets added before a post drained now are in place for it.
+  TakeAddedPeers();
   if (!b.posts.empty() && !app_progress_) last_activity_ = now;
   for (BasicRequestPtr& req : b.posts) {
     ++active_;
@@ -336,6 +348,10 @@ void Engine::DrainCommands(Clock::time_point now) {
     deadlines_.Track(req, now);
     if (aborting_) {
       Finish(req, abort_status_);
+    } else if (req->peer() != rank_ && peer.conns.empty() && peer.error.ok()) {
+      // Lazy connections: the transport connects a peer before it posts to it.
+      Finish(req, InternalError("rank " + std::to_string(rank_) + ": " + req->Describe() + " with " +
+                                PeerDesc(req->peer()) + " posted before the peer was connected"));
     } else if (req->kind() == BasicRequest::Kind::kSend) {
       PostSend(req);
     } else {
@@ -349,6 +365,29 @@ void Engine::DrainCommands(Clock::time_point now) {
   }
   if (b.abort && !aborting_) BeginAbort(b.abort_reason);
   if (b.stop) stopping_ = true;
+}
+
+void Engine::TakeAddedPeers() {
+  std::vector<std::pair<int, std::vector<UniqueFd>>> added;
+  {
+    std::lock_guard<std::mutex> lock(added_mu_);
+    if (added_.empty()) return;
+    added.swap(added_);
+  }
+  for (auto& [p, fds] : added) {
+    Peer& peer = peers_[p];
+    if (!peer.conns.empty() || p == rank_) continue;  // cannot happen: the transport adds a peer once
+    for (size_t i = 0; i < fds.size(); ++i) {
+      peer.conns.push_back(std::make_unique<Conn>(this, p, static_cast<int>(i), std::move(fds[i])));
+      Status st = poller_->Add(peer.conns.back().get());
+      if (!st.ok() && !aborting_) BeginAbort(st.WithContext("rank " + std::to_string(rank_) + " TCP engine"));
+    }
+    // An aborting engine tells the newcomer why, as it told the others.
+    if (aborting_ && peer.error.ok() && !peer.conns.empty()) {
+      QueueAbortFrame(peer.conns[0].get());
+      poller_->StartSend(peer.conns[0].get());
+    }
+  }
 }
 
 void Engine::Finish(const BasicRequestPtr& req, const Status& st, uint64_t remote_fp) {

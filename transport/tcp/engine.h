@@ -58,6 +58,8 @@ struct EngineOptions {
   // Early bytes held from a peer before it is told to PAUSE, and to RESUME (early_hold.h).
   uint64_t pause_above = kDefaultPauseAbove;
   uint64_t resume_below = kDefaultResumeBelow;
+  // Sockets the engine may come to hold (AddPeer after Start); 0: those given to Start.
+  int max_conns = 0;
 };
 
 struct PeerInfo {
@@ -76,6 +78,9 @@ class Engine final : public IoHandler, public RequestDriver {
 
   RequestPtr Post(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
   void Abort(const Status& reason);
+  // Lazy connections: hands over the handshaken sockets to `peer` (it had none). The
+  // engine takes them at its next round, before any request posted after this call.
+  void AddPeer(int peer, std::vector<UniqueFd> sockets);
   // Forgets the state of tags in [first, last] (see Transport::ReleaseTags).
   void ReleaseTags(uint64_t first, uint64_t last);
   Status health() { return health_.Get(); }
@@ -154,6 +159,7 @@ class Engine final : public IoHandler, public RequestDriver {
   void LeaveDriving(Clock::time_point now);
 
   void DrainCommands(Clock::time_point now);
+  void TakeAddedPeers();
   void PostSend(const BasicRequestPtr& req);
   // Whether a message of `bytes` with `tag` waits for the receiver's READY (apart from
   // a PAUSE): large point-to-point ones, and (tests) all from rendezvous_all_from.
@@ -210,6 +216,8 @@ class Engine final : public IoHandler, public RequestDriver {
   std::thread thread_;
 
   Inbox inbox_;  // posts, releases, abort and stop from application threads
+  std::mutex added_mu_;
+  std::vector<std::pair<int, std::vector<UniqueFd>>> added_;  // AddPeer's sockets, until taken
   FirstError health_;
 
   // Application progress (see the top of this file).

@@ -16,8 +16,7 @@ std::string Hex(uint64_t v) {
 }
 
 // Why a Hello is unacceptable to `self`; none when it is fine.
-std::optional<std::string> CheckHello(const Hello& h, const Identity& self,
-                                      const std::vector<std::vector<bool>>& have) {
+std::optional<std::string> CheckHello(const Hello& h, const Identity& self) {
   std::string me = "rank " + std::to_string(self.rank);
   std::string them = "rank " + std::to_string(h.sender);
   if (h.comm_id != self.comm_id) {
@@ -31,7 +30,15 @@ std::optional<std::string> CheckHello(const Hello& h, const Identity& self,
   if (h.receiver != self.rank) {
     return them + " wanted to reach rank " + std::to_string(h.receiver) + " but reached " + me;
   }
-  if (h.sender <= self.rank || h.sender >= self.size) {
+  if (h.lazy != self.lazy) {
+    return std::string("connect mode mismatch: ") + them + " connects " + (h.lazy ? "lazily" : "eagerly") + ", " + me +
+           " " + (self.lazy ? "lazily" : "eagerly") + " (CHORUS_TCP_CONNECT must agree)";
+  }
+  if (self.lazy && (h.sender < 0 || h.sender >= self.size || h.sender == self.rank)) {
+    return "unexpected connection from " + them + ": not a peer of " + me + " in a world of size " +
+           std::to_string(self.size);
+  }
+  if (!self.lazy && (h.sender <= self.rank || h.sender >= self.size)) {
     return "unexpected connection from " + them + ": only ranks " + std::to_string(self.rank + 1) + ".." +
            std::to_string(self.size - 1) + " connect to " + me;
   }
@@ -51,9 +58,6 @@ std::optional<std::string> CheckHello(const Hello& h, const Identity& self,
     return them + " has a job secret but " + me +
            " does not (set CHORUS_SECRET or CHORUS_SECRET_FILE on every rank, or on none)";
   }
-  if (have[h.sender][h.socket_index]) {
-    return "duplicate connection: " + them + " socket " + std::to_string(h.socket_index) + " is already connected";
-  }
   return std::nullopt;
 }
 
@@ -65,9 +69,9 @@ constexpr const char* kConnectorLabel = "chorus-tcp-connector";
 }  // namespace
 
 Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, const std::string& peer_desc,
-                          Deadline deadline) {
+                          Deadline deadline, bool* crossed) {
   std::string what = "handshake with " + peer_desc + " (socket " + std::to_string(index) + ")";
-  Hello h{self.comm_id, self.rank, peer, self.size, index, self.nsockets, !self.secret.empty(), {}};
+  Hello h{self.comm_id, self.rank, peer, self.size, index, self.nsockets, !self.secret.empty(), self.lazy, {}};
   if (h.has_secret) {
     Result<Nonce> nonce = NewNonce();
     if (!nonce.ok()) return nonce.status().WithContext(what);
@@ -84,6 +88,13 @@ Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, con
   std::string reason(reason_len, '\0');
   if (reason_len > 0) CHORUS_RETURN_IF_ERROR(RecvAll(fd, reason.data(), reason_len, deadline, what));
   std::string me = "rank " + std::to_string(self.rank);
+  if (r->crossed) {
+    if (crossed == nullptr || !self.lazy || r->acceptor != peer) {
+      return ProtocolError(me + ": " + what + ": unexpected \"crossed\" verdict");
+    }
+    *crossed = true;
+    return Status::Ok();
+  }
   if (!r->accept) {
     const bool mismatch = r->comm_id != self.comm_id || r->has_secret != h.has_secret;
     Status st = mismatch ? MismatchError("") : PeerFailed("");
@@ -117,15 +128,31 @@ Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, con
 
 Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std::vector<std::vector<bool>>& have,
                                          const std::string& remote, Deadline deadline) {
+  const AdmitFn admit = [&](int peer, int index) {
+    if (!have[peer][index]) return Admission{Admit::kAccept, {}};
+    return Admission{Admit::kRefuse, "duplicate connection: rank " + std::to_string(peer) + " socket " +
+                                         std::to_string(index) + " is already connected"};
+  };
+  return AcceptorHandshake(fd, self, admit, remote, deadline);
+}
+
+Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const AdmitFn& admit, const std::string& remote,
+                                         Deadline deadline) {
   const std::string me = "rank " + std::to_string(self.rank);
   std::string what = me + ": handshake with an incoming connection from " + remote;
   uint8_t in[kHelloSize];
   CHORUS_RETURN_IF_ERROR(RecvAll(fd, in, sizeof(in), deadline, what));
   Result<Hello> h = DecodeHello(in);
   if (!h.ok()) return h.status().WithContext(what);
-  const std::optional<std::string> refused = CheckHello(h.value(), self, have);
+  std::optional<std::string> refused = CheckHello(h.value(), self);
+  Admission admission;
+  if (!refused) {
+    admission = admit(h->sender, h->socket_index);
+    if (admission.verdict == Admit::kRefuse) refused = admission.reason;
+  }
   Reply r;
-  r.accept = !refused;
+  r.accept = !refused && admission.verdict == Admit::kAccept;
+  r.crossed = !refused && admission.verdict == Admit::kCrossed;
   r.comm_id = self.comm_id;
   r.acceptor = self.rank;
   r.connector = h->sender;
@@ -146,6 +173,7 @@ Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std
   std::string msg(reinterpret_cast<char*>(out), sizeof(out));
   msg += r.reason;
   CHORUS_RETURN_IF_ERROR(SendAll(fd, msg.data(), msg.size(), deadline, what));
+  if (r.crossed) return AcceptedSocket{h->sender, h->socket_index, true};
   if (!r.accept) {
     const bool mismatch = h->comm_id != self.comm_id || h->has_secret != r.has_secret;
     return Status(mismatch ? StatusCode::kMismatch : StatusCode::kProtocolError,
@@ -160,7 +188,7 @@ Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const std
                            ": it did not prove the job secret" + (st.ok() ? "" : " (" + st.message() + ")"));
     }
   }
-  return AcceptedSocket{h->sender, h->socket_index};
+  return AcceptedSocket{h->sender, h->socket_index, false};
 }
 
 }  // namespace chorus::transport::tcp

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,18 +19,34 @@ struct Identity {
   int rank = 0;
   int size = 0;
   int nsockets = 0;
-  JobSecret secret;  // empty: no job secret (every peer must have none)
+  JobSecret secret;   // empty: no job secret (every peer must have none)
+  bool lazy = false;  // CHORUS_TCP_CONNECT=lazy: either rank of a pair may dial (every rank must agree)
 };
 
 // Connector side: introduces itself as socket `index` to `peer`, reads the verdict.
-// `peer_desc` ("rank 0 (host h, 1.2.3.4:5)") names the peer in errors.
+// `peer_desc` ("rank 0 (host h, 1.2.3.4:5)") names the peer in errors. A "crossed"
+// verdict (lazy mode only) sets *crossed and returns Ok: the socket carries nothing.
 Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, const std::string& peer_desc,
-                          Deadline deadline);
+                          Deadline deadline, bool* crossed = nullptr);
 
 struct AcceptedSocket {
   int peer = -1;
   int index = -1;
+  bool crossed = false;  // answered "crossed": not a socket of the mesh
 };
+
+// Lazy mode: the acceptor's answer to a well-formed Hello from `peer` for socket
+// `index`, given what this rank has dialed and accepted already.
+enum class Admit { kAccept, kCrossed, kRefuse };
+struct Admission {
+  Admit verdict = Admit::kRefuse;
+  std::string reason;  // kRefuse: why
+};
+using AdmitFn = std::function<Admission(int peer, int index)>;
+
+// As below, with `admit` deciding instead of the slots already taken.
+Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const AdmitFn& admit, const std::string& remote,
+                                         Deadline deadline);
 
 // Acceptor side: reads a Hello, checks it against `self` and against the sockets already
 // accepted (`have[peer][index]`), answers accept or reject, then checks the connector's

@@ -52,7 +52,14 @@ int AutoChannels(int host_cores, int ranks_on_host) {
 TcpTransport::TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts)
     : rank_(rank), size_(size), comm_id_(comm_id), opts_(std::move(opts)) {}
 
-TcpTransport::~TcpTransport() = default;
+TcpTransport::~TcpTransport() {
+  if (acceptor_.joinable()) {
+    stop_accepting_.store(true);
+    ::shutdown(listen_fd_.get(), SHUT_RDWR);  // wakes its accept
+    acceptor_.join();
+  }
+  engines_.clear();
+}
 
 Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, uint64_t comm_id, TcpOptions opts) {
   if (size < 1 || rank < 0 || rank >= size) {
@@ -66,7 +73,9 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int rank, int size, u
   // The fewest the mesh can need (one channel), before this rank publishes its address:
   // a limit that cannot hold it fails set-up while the others still wait at the store,
   // which tells them at once. Connect checks again for the channels agreed.
-  CHORUS_RETURN_IF_ERROR(ReserveMeshFds(rank, size, opts.nsockets, 1));
+  // Lazy: one peer's sockets, the fewest a rank that talks at all needs.
+  CHORUS_RETURN_IF_ERROR(
+      ReserveMeshFds(rank, opts.connect == ConnectMode::kLazy ? std::min(size, 2) : size, opts.nsockets, 1));
   std::unique_ptr<TcpTransport> t(new TcpTransport(rank, size, comm_id, opts));
   t->use_uring_ = opts.engine == EngineKind::kUring;
   if (t->use_uring_) {
@@ -128,6 +137,7 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   int channels = kMaxChannels;
   for (const PeerAddress& a : peers) channels = std::min(channels, std::max(1, a.channels));
   socks_per_peer_ = opts_.nsockets * channels;
+  if (opts_.connect == ConnectMode::kLazy) return ConnectLazy(peers, channels);
   CHORUS_RETURN_IF_ERROR(ReserveMeshFds(rank_, size_, opts_.nsockets, channels));
   std::vector<std::vector<UniqueFd>> sockets(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p) {
@@ -165,6 +175,11 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
     }
   }
 
+  return StartEngines(peers, channels, std::move(sockets));
+}
+
+Status TcpTransport::StartEngines(const std::vector<PeerAddress>& peers, int channels,
+                                  std::vector<std::vector<UniqueFd>> sockets) {
   tcp::EngineOptions eo;
   eo.rank = rank_;
   eo.size = size_;
@@ -178,11 +193,12 @@ Status TcpTransport::Connect(const std::vector<PeerAddress>& peers, Deadline dea
   eo.rendezvous_all_from = opts_.rendezvous_all_from;
   eo.pause_above = opts_.pause_above;
   eo.resume_below = opts_.resume_below;
+  eo.max_conns = (size_ - 1) * opts_.nsockets;
   // Channel k: sockets [k x nsockets, (k+1) x nsockets) of every peer.
   for (int k = 0; k < channels; ++k) {
     std::vector<std::vector<UniqueFd>> mine(static_cast<size_t>(size_));
     for (int p = 0; p < size_; ++p) {
-      for (int i = 0; p != rank_ && i < opts_.nsockets; ++i) {
+      for (int i = 0; p != rank_ && !sockets[p].empty() && i < opts_.nsockets; ++i) {
         mine[p].push_back(std::move(sockets[p][k * opts_.nsockets + i]));
       }
     }
@@ -222,6 +238,7 @@ RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size
               ? Unavailable("rank " + std::to_string(rank_) + ": TCP transport used before Connect()")
               : pre_connect_error_;
   }
+  if (bad.ok() && opts_.connect == ConnectMode::kLazy && peer != rank_) bad = EnsureConnected(peer);
   if (!bad.ok()) {
     auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
     req->Complete(bad);
@@ -259,6 +276,12 @@ void TcpTransport::ReleaseTags(uint64_t first, uint64_t last) {
 }
 
 void TcpTransport::Abort(const Status& reason) {
+  if (!engines_.empty() && opts_.connect == ConnectMode::kLazy) {
+    // Dials and waits for a peer's dial stop; later dials are refused with the reason.
+    std::lock_guard<std::mutex> lock(link_mu_);
+    if (link_abort_.ok()) link_abort_ = reason;
+    link_cv_.notify_all();
+  }
   if (!engines_.empty()) {
     for (auto& e : engines_) e->Abort(reason);
   } else if (pre_connect_error_.ok()) {
@@ -288,12 +311,21 @@ TrafficCounters TcpTransport::counters() const {
   return sum;
 }
 
+int TcpTransport::connected_peers() const {
+  if (engines_.empty()) return 0;
+  if (opts_.connect == ConnectMode::kEager) return size_ - 1;
+  int n = 0;
+  for (int p = 0; p < size_; ++p) n += connected_[p].load(std::memory_order_acquire) ? 1 : 0;
+  return n;
+}
+
 std::string TcpTransport::Describe() const {
   const int channels = std::max<int>(1, static_cast<int>(engines_.size()));
   return "tcp/" + engine_name() + " on " + address_ + ", " + std::to_string(channels) +
          (channels == 1 ? " channel, " : " channels, ") + std::to_string(opts_.nsockets) + " sockets per peer" +
          (channels == 1 ? "" : " and channel") + ", buffers " + std::to_string(opts_.socket_bufsize >> 10) +
-         " KiB, stripes from " + std::to_string(opts_.stripe_min_bytes >> 10) + " KiB";
+         " KiB, stripes from " + std::to_string(opts_.stripe_min_bytes >> 10) + " KiB" +
+         (opts_.connect == ConnectMode::kLazy ? ", connections made when first needed" : "");
 }
 
 }  // namespace chorus::transport

@@ -1,7 +1,7 @@
 // chorus's TCP transport: a full mesh of `nsockets` TCP connections per peer and
-// channel, each channel driven by its own progress engine (epoll, driven by the waiting
-// threads; or io_uring). The wire format is in wire.h, the matching and failure rules
-// in engine.h.
+// channel (ConnectMode::kLazy: to the peers some request needed), each channel driven
+// by its own progress engine (epoll, driven by the waiting threads; or io_uring). The
+// wire format is in wire.h, the matching and failure rules in engine.h.
 //
 // Channels: one engine moves bytes at what one core copies (loopback TCP copies every
 // byte twice, into and out of the kernel). With several channels, channel 0 carries the
@@ -17,9 +17,13 @@
 //   t->Connect(all_peers_addresses, deadline);                   // then Send/Recv
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/deadline.h"
@@ -33,19 +37,25 @@ namespace chorus::transport {
 
 namespace tcp {
 class Engine;
-}
+struct Admission;
+}  // namespace tcp
 
 // Each channel's progress engine: epoll, whose sockets the waiting application thread may
 // drive itself (application progress: no thread hand-off per message; see tcp/engine.h),
 // or io_uring, with an engine thread of its own.
 enum class EngineKind { kEpoll, kUring };
+// When a peer's sockets are made: all at Connect (a full mesh), or the first time a
+// request needs that peer (CHORUS_TCP_CONNECT=lazy; tcp_lazy.cc).
+enum class ConnectMode { kEager, kLazy };
 
 struct TcpOptions {
   EngineKind engine = EngineKind::kEpoll;
-  int nsockets = 2;                      // sockets per peer; large messages are striped
-  int64_t socket_bufsize = 4 << 20;      // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
-  int64_t stripe_min_bytes = 256 << 10;  // messages at least this large use every socket
-  int64_t spin_us = 0;                   // poll this long after activity (CHORUS_SPIN_US)
+  ConnectMode connect = ConnectMode::kEager;
+  int64_t connect_timeout_ms = 5 * 60 * 1000;  // lazy: a peer's sockets are made within this (CHORUS_CONNECT_TIMEOUT)
+  int nsockets = 2;                            // sockets per peer; large messages are striped
+  int64_t socket_bufsize = 4 << 20;            // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
+  int64_t stripe_min_bytes = 256 << 10;        // messages at least this large use every socket
+  int64_t spin_us = 0;                         // poll this long after activity (CHORUS_SPIN_US)
   std::string bind_address = "127.0.0.1";
   int64_t timeout_ms = 30 * 60 * 1000;             // per-request deadline, enforced by the engine
   int64_t peer_timeout_ms = 30 * 1000;             // a silent peer we wait on fails (CHORUS_PEER_TIMEOUT)
@@ -82,6 +92,11 @@ class TcpTransport final : public Transport {
   // "io_uring" or "epoll" once connected.
   std::string engine_name() const;
   int channels() const { return static_cast<int>(engines_.size()); }
+  // Peers this rank has sockets to: all of them once an eager Connect succeeded; in lazy
+  // mode those some request needed so far (either side's).
+  int connected_peers() const;
+  // Lazy mode: this rank's dials answered "crossed" (the peer's own dial carried the pair).
+  int crossed_dials() const { return crossed_dials_.load(std::memory_order_relaxed); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -102,6 +117,32 @@ class TcpTransport final : public Transport {
   int PartsOf(int peer, uint64_t tag, size_t bytes) const;
   Status AcceptAll(std::vector<std::vector<tcp::UniqueFd>>* sockets, const std::vector<PeerAddress>& peers,
                    Deadline deadline);
+  // Starts an engine per channel with `sockets` (sockets[peer][channel x nsockets + i];
+  // empty in lazy mode).
+  Status StartEngines(const std::vector<PeerAddress>& peers, int channels,
+                      std::vector<std::vector<tcp::UniqueFd>> sockets);
+
+  // ---- Lazy mode (tcp_lazy.cc) ----
+  // A pair's sockets are made by whichever rank needs the other first; when both dial
+  // at once, the higher rank's dial carries the pair and the lower one's is answered
+  // "crossed" (never used for data).
+  enum class LinkState { kNone, kDialing, kIncoming, kConnected, kFailed };
+  struct Link {
+    LinkState state = LinkState::kNone;
+    std::vector<tcp::UniqueFd> incoming;  // kIncoming: the sockets accepted so far, by index
+    int have = 0;
+    Status error;  // kFailed
+  };
+  Status ConnectLazy(const std::vector<PeerAddress>& peers, int channels);
+  // Makes the sockets to `peer` unless there are some: returns once the engines have them,
+  // or an error naming the peer within the connect timeout.
+  Status EnsureConnected(int peer);
+  Status Dial(int peer, Deadline deadline, std::vector<tcp::UniqueFd>* fds, bool* crossed);
+  void AcceptLoop();
+  tcp::Admission AdmitLocked(int peer, int index);
+  // Hands `fds` to the engines (socket channel x nsockets + i to channel's engine).
+  void HandOverLocked(int peer, std::vector<tcp::UniqueFd> fds);
+  std::string PeerDesc(int peer) const;
 
   const int rank_;
   const int size_;
@@ -113,6 +154,16 @@ class TcpTransport final : public Transport {
   int socks_per_peer_ = 0;                             // nsockets x channels, once Connect agreed on the channels
   std::vector<std::unique_ptr<tcp::Engine>> engines_;  // one per channel, once connected
   Status pre_connect_error_;                           // Abort before Connect
+
+  std::vector<PeerAddress> peers_;  // lazy: whom to dial
+  mutable std::mutex link_mu_;
+  std::condition_variable link_cv_;
+  std::vector<Link> links_;                         // by peer, under link_mu_
+  std::unique_ptr<std::atomic<bool>[]> connected_;  // by peer: links_[peer] is kConnected
+  Status link_abort_;                               // Abort after Connect: no more connections
+  std::atomic<bool> stop_accepting_{false};
+  std::atomic<int> crossed_dials_{0};
+  std::thread acceptor_;
 };
 
 }  // namespace chorus::transport

@@ -42,7 +42,7 @@ void EncodeHello(const Hello& h, uint8_t out[kHelloSize]) {
   std::memset(out, 0, kHelloSize);
   Put<uint32_t>(out + 0, kHandshakeMagic);
   Put<uint16_t>(out + 4, kProtocolVersion);
-  Put<uint16_t>(out + 6, h.has_secret ? kFlagSecret : 0);
+  Put<uint16_t>(out + 6, static_cast<uint16_t>((h.has_secret ? kFlagSecret : 0) | (h.lazy ? kFlagLazy : 0)));
   Put<uint64_t>(out + 8, h.comm_id);
   Put<int32_t>(out + 16, h.sender);
   Put<int32_t>(out + 20, h.receiver);
@@ -71,6 +71,7 @@ Result<Hello> DecodeHello(const uint8_t in[kHelloSize]) {
   h.socket_index = Get<int32_t>(in + 28);
   h.nsockets = Get<int32_t>(in + 32);
   h.has_secret = (Get<uint16_t>(in + 6) & kFlagSecret) != 0;
+  h.lazy = (Get<uint16_t>(in + 6) & kFlagLazy) != 0;
   std::memcpy(h.nonce.data(), in + 40, h.nonce.size());
   return h;
 }
@@ -79,7 +80,7 @@ void EncodeReply(const Reply& r, uint8_t out[kReplySize]) {
   std::memset(out, 0, kReplySize);
   Put<uint32_t>(out + 0, kHandshakeMagic);
   Put<uint16_t>(out + 4, kProtocolVersion);
-  Put<uint16_t>(out + 6, r.accept ? 0 : 1);
+  Put<uint16_t>(out + 6, r.accept ? 0 : r.crossed ? 2 : 1);
   Put<uint64_t>(out + 8, r.comm_id);
   Put<int32_t>(out + 16, r.acceptor);
   Put<int32_t>(out + 20, r.connector);
@@ -104,8 +105,9 @@ Result<Reply> DecodeReply(const uint8_t in[kReplySize], uint32_t* reason_len) {
   }
   Reply r;
   uint16_t verdict = Get<uint16_t>(in + 6);
-  if (verdict > 1) return ProtocolError("handshake reply: bad verdict " + std::to_string(verdict));
+  if (verdict > 2) return ProtocolError("handshake reply: bad verdict " + std::to_string(verdict));
   r.accept = verdict == 0;
+  r.crossed = verdict == 2;
   r.comm_id = Get<uint64_t>(in + 8);
   r.acceptor = Get<int32_t>(in + 16);
   r.connector = Get<int32_t>(in + 20);

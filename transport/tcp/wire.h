@@ -12,7 +12,7 @@
 //        i32 socket index  i32 nsockets        i32 zero
 //        16 bytes: the connector's nonce Nc
 //      Reply (acceptor -> connector), kReplySize bytes, then `reason_len` bytes:
-//        u32 magic   u16 version   u16 verdict (0 accept, 1 reject)
+//        u32 magic   u16 version   u16 verdict (0 accept, 1 reject, 2 crossed)
 //        u64 comm_id of the acceptor
 //        i32 acceptor rank   i32 connector rank (as the acceptor saw it)
 //        i32 world size      i32 nsockets   u32 reason_len (<= kMaxReasonLen)   u32 flags
@@ -21,6 +21,11 @@
 //      Proof (connector -> acceptor, only after an accepting Reply when both have a
 //      job secret), kProofSize bytes:
 //        32 bytes: MAC_C = HMAC(secret, "chorus-tcp-connector", Hello bytes, Na)
+//    Hello flags bit 1 (kFlagLazy): the connector makes its connections when first
+//    needed (CHORUS_TCP_CONNECT=lazy); then either rank of a pair may dial, and an
+//    acceptor that dials the connector itself answers a dial from a lower rank with
+//    "crossed": that socket closes unused and the higher rank's dial carries the pair
+//    (tcp_transport.cc).
 //    flags bit 0 (kFlagSecret): this side has a job secret. The MACs (zeros without a
 //    secret) cover the whole Hello, so a connection proves comm_id, sender, receiver
 //    and socket index; the two labels keep one side's MAC from standing for the
@@ -70,12 +75,14 @@ namespace chorus::transport::tcp {
 
 constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
 constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
-// 2: READY, RTS, PAUSE, RESUME frames; 3: the job secret's nonces and MACs, PING, PONG.
-constexpr uint16_t kProtocolVersion = 3;
+// 2: READY, RTS, PAUSE, RESUME frames; 3: the job secret's nonces and MACs, PING, PONG;
+// 4: the lazy flag and the crossed verdict.
+constexpr uint16_t kProtocolVersion = 4;
 constexpr size_t kHelloSize = 56;
 constexpr size_t kReplySize = 88;
 constexpr size_t kProofSize = 32;
 constexpr uint32_t kFlagSecret = 1;
+constexpr uint32_t kFlagLazy = 2;
 constexpr size_t kFrameHeaderSize = 64;
 constexpr uint32_t kMaxReasonLen = 4096;
 // No message may claim more than this (2^48 bytes): a larger total_len is a corrupt
@@ -90,11 +97,13 @@ struct Hello {
   int32_t socket_index = 0;
   int32_t nsockets = 0;
   bool has_secret = false;
+  bool lazy = false;  // kFlagLazy
   Nonce nonce{};
 };
 
 struct Reply {
   bool accept = false;
+  bool crossed = false;  // not accepted: the acceptor's own dial carries the pair
   uint64_t comm_id = 0;
   int32_t acceptor = 0;
   int32_t connector = 0;

@@ -1,0 +1,265 @@
+// CHORUS_TCP_CONNECT=lazy: sockets made the first time a request needs a peer. Crossing
+// dials (both ranks of a pair sending to each other first), peers that never answer,
+// and the descriptor limit met at one more peer. The transport contract in lazy mode
+// is transport_test.cc's "epoll_lazy".
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "common/fd_limit.h"
+#include "tests/util/slowdown.h"
+#include "transport/tag.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace chorus::transport {
+namespace {
+
+Deadline Soon() { return Deadline::After(::chorus::testing::Scaled(std::chrono::seconds(20))); }
+
+struct LazyOptions {
+  int nsockets = 2;
+  int channels = 2;
+  int64_t connect_timeout_ms = 20000;
+  std::string secret;
+};
+
+// n lazy transports on loopback, connected (addresses recorded, engines started).
+std::vector<std::unique_ptr<TcpTransport>> LazyWorld(int n, const LazyOptions& lo, uint64_t comm_id) {
+  std::vector<std::unique_ptr<TcpTransport>> ts;
+  std::vector<PeerAddress> addrs;
+  for (int r = 0; r < n; ++r) {
+    TcpOptions o;
+    o.connect = ConnectMode::kLazy;
+    o.nsockets = lo.nsockets;
+    o.socket_bufsize = 1 << 20;
+    o.connect_timeout_ms = ::chorus::testing::Scaled(std::chrono::milliseconds(lo.connect_timeout_ms)).count();
+    if (!lo.secret.empty()) o.secret = JobSecret(lo.secret);
+    auto t = TcpTransport::Listen(r, n, comm_id, o);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (!t.ok()) return {};
+    addrs.push_back({t.value()->address(), "host" + std::to_string(r), lo.channels});
+    ts.push_back(std::move(t.value()));
+  }
+  // Lazy: Connect waits for nobody, so one thread does every rank.
+  for (auto& t : ts) {
+    Status st = t->Connect(addrs, Soon());
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) return {};
+  }
+  return ts;
+}
+
+std::vector<char> Pattern(size_t n, int seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(seed * 131 + static_cast<int>(i * 7));
+  return v;
+}
+
+TEST(TcpLazy, NothingIsConnectedUntilARequestNeedsIt) {
+  auto t = LazyWorld(3, {}, 11);
+  ASSERT_EQ(t.size(), 3u);
+  for (auto& x : t) EXPECT_EQ(x->connected_peers(), 0);
+  auto out = Pattern(4096, 1);
+  std::vector<char> in(out.size());
+  auto r = t[2]->Recv(0, 5, in.data(), in.size());
+  auto s = t[0]->Send(2, 5, out.data(), out.size());
+  ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+  ASSERT_TRUE(s->Wait(Soon()).ok()) << s->status().ToString();
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(t[0]->connected_peers(), 1);
+  EXPECT_EQ(t[1]->connected_peers(), 0);
+  EXPECT_EQ(t[2]->connected_peers(), 1);
+}
+
+// A plain TCP connection to `address` that never says anything: the acceptor behind
+// it takes it first and waits on its Hello until it closes.
+UniqueFd Blocker(const std::string& address) {
+  Result<UniqueFd> fd = tcp::ConnectTcp(address, 0, Soon());
+  EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+  return fd.ok() ? std::move(fd.value()) : UniqueFd();
+}
+
+// Both ranks of a pair send to each other first, at once, on a fresh world each round
+// (every other round with a job secret: its proof still guards every socket kept).
+// Both acceptors are held by a silent connection while the two dials leave, so that
+// the dials cross. Every message arrives once and intact, each side ends with one peer
+// connected, and the lower rank's dials were the ones answered "crossed".
+TEST(TcpLazy, CrossingDialsLoseAndDuplicateNothing) {
+  constexpr int kRounds = 20;
+  int crossed_low = 0, crossed_high = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    LazyOptions lo;
+    lo.secret = round % 2 == 0 ? "crossing" : "";
+    auto t = LazyWorld(2, lo, 100 + static_cast<uint64_t>(round));
+    ASSERT_EQ(t.size(), 2u);
+    UniqueFd hold0 = Blocker(t[0]->address()), hold1 = Blocker(t[1]->address());
+    std::atomic<int> started{0};
+    std::string errors[2];
+    auto side = [&](int me) {
+      const int peer = 1 - me;
+      const auto small = Pattern(64, me);
+      const auto large = Pattern(size_t{1} << 20, me + 10);  // a collective's: cut across both channels
+      std::vector<char> in_small(small.size()), in_large(large.size());
+      started.fetch_add(1);
+      auto s1 = t[me]->Send(peer, 1, small.data(), small.size());
+      auto s2 = t[me]->Send(peer, CollectiveTag(0, 1), large.data(), large.size());
+      auto r1 = t[me]->Recv(peer, 1, in_small.data(), in_small.size());
+      auto r2 = t[me]->Recv(peer, CollectiveTag(0, 1), in_large.data(), in_large.size());
+      for (auto* q : {&s1, &s2, &r1, &r2}) {
+        Status st = (*q)->Wait(Soon());
+        if (!st.ok()) errors[me] += st.ToString() + "; ";
+      }
+      if (in_small != Pattern(64, peer)) errors[me] += "small message corrupt; ";
+      if (in_large != Pattern(size_t{1} << 20, peer + 10)) errors[me] += "large message corrupt; ";
+    };
+    std::thread a(side, 0), b(side, 1);
+    while (started.load() < 2) std::this_thread::yield();
+    // Not an assertion: the dials most likely left by now; the test checks correctness
+    // either way and counts the crossings below.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    hold0.reset();
+    hold1.reset();
+    a.join();
+    b.join();
+    EXPECT_EQ(errors[0], "") << "round " << round;
+    EXPECT_EQ(errors[1], "") << "round " << round;
+    EXPECT_EQ(t[0]->connected_peers(), 1);
+    EXPECT_EQ(t[1]->connected_peers(), 1);
+    crossed_low += t[0]->crossed_dials();
+    crossed_high += t[1]->crossed_dials();
+    // Nothing stray after the first messages: a second exchange still matches.
+    int x = 7, y = 0;
+    auto s = t[1]->Send(0, 2, &x, sizeof(x));
+    ASSERT_TRUE(t[0]->Recv(1, 2, &y, sizeof(y))->Wait(Soon()).ok());
+    ASSERT_TRUE(s->Wait(Soon()).ok());
+    EXPECT_EQ(y, 7);
+  }
+  EXPECT_GT(crossed_low, 0) << "no round crossed";
+  EXPECT_EQ(crossed_high, 0);
+}
+
+// Every rank of four sends to every other at once: six pairs cross at once.
+TEST(TcpLazy, AllPairsDialingAtOnce) {
+  constexpr int kN = 4;
+  auto t = LazyWorld(kN, {}, 77);
+  ASSERT_EQ(t.size(), static_cast<size_t>(kN));
+  std::vector<std::string> errors(kN);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int me = 0; me < kN; ++me) {
+    threads.emplace_back([&, me] {
+      std::vector<int> out(kN, me), in(kN, -1);
+      std::vector<RequestPtr> reqs;
+      ready.fetch_add(1);
+      while (ready.load() < kN) {
+      }
+      for (int p = 0; p < kN; ++p) {
+        if (p == me) continue;
+        reqs.push_back(t[me]->Send(p, 3, &out[p], sizeof(int)));
+        reqs.push_back(t[me]->Recv(p, 3, &in[p], sizeof(int)));
+      }
+      for (auto& r : reqs) {
+        Status st = r->Wait(Soon());
+        if (!st.ok()) errors[me] += st.ToString() + "; ";
+      }
+      for (int p = 0; p < kN; ++p) {
+        if (p != me && in[p] != p) errors[me] += "from rank " + std::to_string(p) + ": " + std::to_string(in[p]);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < kN; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(t[r]->connected_peers(), kN - 1);
+  }
+}
+
+// The peer's address takes connections into its backlog but nothing answers the
+// handshake: the request fails naming the peer's rank, host and address, and so does
+// the next one (no second wait).
+TEST(TcpLazy, APeerThatNeverAnswersIsNamed) {
+  std::string silent;
+  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &silent);
+  ASSERT_TRUE(listening.ok());
+  TcpOptions o;
+  o.connect = ConnectMode::kLazy;
+  o.connect_timeout_ms = 300;
+  auto t = TcpTransport::Listen(0, 2, 5, o);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t.value()->Connect({{t.value()->address(), "host0"}, {silent, "quiet-host"}}, Soon()).ok());
+  int x = 1;
+  Status st = t.value()->Send(1, 1, &x, sizeof(x))->Wait(Soon());
+  EXPECT_FALSE(st.ok());
+  for (const std::string& want : {std::string("rank 1"), std::string("quiet-host"), silent}) {
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+  }
+  Status again = t.value()->Recv(1, 1, &x, sizeof(x))->Wait(Soon());
+  EXPECT_EQ(again.message(), st.message());
+  EXPECT_EQ(t.value()->connected_peers(), 0);
+}
+
+// Nothing listens at the peer's address (it never called Listen, or went away).
+TEST(TcpLazy, APeerThatNeverListenedIsNamed) {
+  std::string gone;
+  {
+    Result<UniqueFd> closed = tcp::ListenTcp("127.0.0.1", 1, 0, &gone);
+    ASSERT_TRUE(closed.ok());
+  }
+  TcpOptions o;
+  o.connect = ConnectMode::kLazy;
+  o.connect_timeout_ms = 300;
+  auto t = TcpTransport::Listen(1, 2, 5, o);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t.value()->Connect({{gone, "gone-host"}, {t.value()->address(), "host1"}}, Soon()).ok());
+  int x = 0;
+  Status st = t.value()->Recv(0, 1, &x, sizeof(x))->Wait(Soon());
+  EXPECT_FALSE(st.ok());
+  for (const std::string& want : {std::string("rank 0"), std::string("gone-host"), gone}) {
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+  }
+}
+
+// With RLIMIT_NOFILE too low for one more peer's sockets, the request that needed it
+// fails naming the peer and the limit. In a child process: the hard limit cannot be
+// raised back.
+TEST(TcpLazy, ADescriptorLimitTooLowForOneMorePeerIsNamed) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    std::string msg = "no error";
+    {
+      auto t = LazyWorld(2, {}, 9);
+      if (t.size() == 2) {
+        // Room for what is open and the spare, not for a peer's four sockets.
+        const rlim_t lim = static_cast<rlim_t>(OpenFdCount() + 64 + 2);
+        const rlimit r{lim, lim};
+        if (::setrlimit(RLIMIT_NOFILE, &r) != 0) msg = "setrlimit failed";
+        int x = 0;
+        Status st = t[0]->Send(1, 1, &x, sizeof(x))->Wait(Soon());
+        if (!st.ok()) msg = st.message();
+      }
+    }
+    (void)!::write(pipe_fds[1], msg.data(), msg.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string msg;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof(buf))) > 0;) msg.append(buf, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("RLIMIT_NOFILE"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace chorus::transport

@@ -1,0 +1,236 @@
+// CHORUS_TCP_CONNECT=lazy: a peer's sockets (nsockets x channels, as in the mesh) are
+// made the first time a request needs that peer, by either rank of the pair; the
+// listening socket stays open and an acceptor thread takes dials at any time.
+//
+// Crossing dials: each rank marks a peer kDialing before its first socket leaves, and
+// its acceptor decides on a peer's socket 0 under the same lock. A dial from a lower
+// rank that finds this rank dialing it is answered "crossed"; a dial from a higher rank
+// is always taken. So of two crossing dials exactly the higher rank's carries the pair,
+// and the lower rank waits for it; a dial that reached an idle acceptor first makes that
+// acceptor wait for it instead of dialing. A socket carries data only once its verdict
+// is known: the engines get a peer's sockets after every one of them was accepted.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/fd_limit.h"
+#include "common/log.h"
+#include "transport/tcp/engine.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace chorus::transport {
+
+using tcp::UniqueFd;
+
+namespace {
+// How often the acceptor looks whether the transport is closing.
+constexpr int64_t kAcceptLookMs = 100;
+// An incoming connection must finish its handshake within this (as in the mesh's).
+constexpr int64_t kLazyHandshakeMs = 10 * 1000;
+
+std::string RemoteAddress(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown address";
+  return tcp::FormatSockAddr(reinterpret_cast<sockaddr*>(&a));
+}
+}  // namespace
+
+std::string TcpTransport::PeerDesc(int peer) const {
+  return "rank " + std::to_string(peer) + " (host " + peers_[peer].host + ", " + peers_[peer].address + ")";
+}
+
+Status TcpTransport::ConnectLazy(const std::vector<PeerAddress>& peers, int channels) {
+  // The engines' pollers and wake-up descriptors; each peer's sockets are reserved as
+  // they are made.
+  CHORUS_RETURN_IF_ERROR(ReserveFds(2 * int64_t{channels},
+                                    "rank " + std::to_string(rank_) + ": " + std::to_string(channels) + " TCP engines",
+                                    "use fewer channels (CHORUS_TCP_LANES)"));
+  peers_ = peers;
+  links_ = std::vector<Link>(static_cast<size_t>(size_));
+  connected_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(size_));
+  for (int p = 0; p < size_; ++p) connected_[p].store(false);
+  CHORUS_RETURN_IF_ERROR(StartEngines(peers, channels, std::vector<std::vector<UniqueFd>>(static_cast<size_t>(size_))));
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fds, bool* crossed) {
+  const std::string desc = PeerDesc(peer);
+  const std::string me = "rank " + std::to_string(rank_);
+  CHORUS_RETURN_IF_ERROR(ReserveFds(socks_per_peer_,
+                                    me + ": connecting to " + desc + ", " + std::to_string(opts_.nsockets) +
+                                        " sockets x " + std::to_string(socks_per_peer_ / opts_.nsockets) + " channels",
+                                    "use fewer sockets (CHORUS_NSOCKS_PERPEER, CHORUS_TCP_LANES)"));
+  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_, opts_.secret, /*lazy=*/true};
+  for (int i = 0; i < socks_per_peer_; ++i) {
+    Result<UniqueFd> fd = tcp::ConnectTcp(peers_[peer].address, opts_.socket_bufsize, deadline);
+    if (!fd.ok()) return fd.status().WithContext(me + ": connecting to " + desc);
+    bool was_crossed = false;
+    Status st = tcp::ConnectorHandshake(fd.value().get(), self, peer, i, desc, deadline, &was_crossed);
+    if (st.code() == StatusCode::kTimeout) {
+      return st.WithContext(me + ": " + desc + " did not answer within " + std::to_string(opts_.connect_timeout_ms) +
+                            " ms (CHORUS_CONNECT_TIMEOUT)");
+    }
+    CHORUS_RETURN_IF_ERROR(st);
+    if (was_crossed) {
+      // Only a pair's first socket decides; later ones were agreed to with it.
+      if (i > 0) return ProtocolError(me + ": " + desc + " answered socket " + std::to_string(i) + " \"crossed\"");
+      *crossed = true;
+      return Status::Ok();
+    }
+    fds->push_back(std::move(fd.value()));
+  }
+  return Status::Ok();
+}
+
+Status TcpTransport::EnsureConnected(int peer) {
+  if (connected_[peer].load(std::memory_order_acquire)) return Status::Ok();
+  const Deadline deadline = Deadline::AfterMs(opts_.connect_timeout_ms);
+  std::unique_lock<std::mutex> lock(link_mu_);
+  Link& link = links_[peer];
+  for (;;) {
+    if (!link_abort_.ok()) return link_abort_;
+    switch (link.state) {
+      case LinkState::kConnected: return Status::Ok();
+      case LinkState::kFailed: return link.error;
+      case LinkState::kNone: {
+        link.state = LinkState::kDialing;
+        lock.unlock();
+        std::vector<UniqueFd> fds;
+        bool crossed = false;
+        Status st = Dial(peer, deadline, &fds, &crossed);
+        lock.lock();
+        if (crossed) crossed_dials_.fetch_add(1, std::memory_order_relaxed);
+        // The peer is higher and its dial was taken meanwhile: ours was (or will be)
+        // answered "crossed"; wait for the sockets its dial brings.
+        if (link.state != LinkState::kDialing) continue;
+        if (!st.ok()) {
+          link.state = LinkState::kFailed;
+          link.error = st;
+          link_cv_.notify_all();
+          return st;
+        }
+        if (crossed) {
+          link.state = LinkState::kIncoming;  // the peer dials us: its dial carries the pair
+          continue;
+        }
+        HandOverLocked(peer, std::move(fds));
+        continue;  // kConnected, or kFailed naming the socket option that failed
+      }
+      case LinkState::kDialing:  // another of our threads dials
+      case LinkState::kIncoming:
+        if (link_cv_.wait_until(lock, deadline.at()) == std::cv_status::timeout &&
+            link.state != LinkState::kConnected && link.state != LinkState::kFailed && link_abort_.ok()) {
+          return TimeoutError("rank " + std::to_string(rank_) + ": no connection with " + PeerDesc(peer) + " within " +
+                              std::to_string(opts_.connect_timeout_ms) + " ms (" +
+                              (link.state == LinkState::kDialing ? "dialing it" : "waiting for its dial") +
+                              "; CHORUS_CONNECT_TIMEOUT)");
+        }
+        break;
+    }
+  }
+}
+
+tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
+  using tcp::Admit;
+  Link& link = links_[peer];
+  const std::string them = "rank " + std::to_string(peer);
+  if (!link_abort_.ok())
+    return {Admit::kRefuse, "rank " + std::to_string(rank_) + " aborted: " + link_abort_.message()};
+  if (index == 0) {
+    const bool take = link.state == LinkState::kNone || (link.state == LinkState::kIncoming && link.have == 0) ||
+                      (link.state == LinkState::kDialing && peer > rank_);
+    if (!take) {
+      if (link.state == LinkState::kDialing) return {Admit::kCrossed, {}};
+      return {Admit::kRefuse, "duplicate connection: " + them + " is already connected or connecting"};
+    }
+    Status room = ReserveFds(socks_per_peer_ - 1,
+                             "rank " + std::to_string(rank_) + ": accepting " + PeerDesc(peer) + ", " +
+                                 std::to_string(socks_per_peer_) + " sockets",
+                             "use fewer sockets (CHORUS_NSOCKS_PERPEER, CHORUS_TCP_LANES)");
+    if (!room.ok()) {
+      link.state = LinkState::kFailed;
+      link.error = room;
+      link_cv_.notify_all();
+      return {Admit::kRefuse, room.message()};
+    }
+    link.state = LinkState::kIncoming;
+    link.incoming.clear();
+    link.incoming.resize(static_cast<size_t>(socks_per_peer_));
+    return {Admit::kAccept, {}};
+  }
+  if (link.state != LinkState::kIncoming || link.have == 0 || link.incoming[index].valid()) {
+    return {Admit::kRefuse, "unexpected socket " + std::to_string(index) + " from " + them};
+  }
+  return {Admit::kAccept, {}};
+}
+
+void TcpTransport::AcceptLoop() {
+  const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_, opts_.secret, /*lazy=*/true};
+  while (!stop_accepting_.load()) {
+    Result<UniqueFd> fd = tcp::AcceptTcp(listen_fd_.get(), Deadline::AfterMs(kAcceptLookMs));
+    if (!fd.ok()) {
+      if (fd.status().code() != StatusCode::kTimeout && !stop_accepting_.load()) {
+        CHORUS_WARN("rank " << rank_ << ": accepting TCP connections: " << fd.status().message());
+        std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptLookMs));
+      }
+      continue;
+    }
+    const tcp::AdmitFn admit = [this](int peer, int index) {
+      std::lock_guard<std::mutex> lock(link_mu_);
+      return AdmitLocked(peer, index);
+    };
+    Result<tcp::AcceptedSocket> a = tcp::AcceptorHandshake(
+        fd.value().get(), self, admit, RemoteAddress(fd.value().get()), Deadline::AfterMs(kLazyHandshakeMs));
+    if (!a.ok()) {
+      // As in the mesh: a stranger is dropped, its side gets the reason. A peer whose
+      // socket 0 was taken but failed its proof may dial again (have stays 0).
+      CHORUS_WARN(a.status().message());
+      continue;
+    }
+    if (a->crossed) continue;  // the socket closes; our own dial carries the pair
+    std::lock_guard<std::mutex> lock(link_mu_);
+    Link& link = links_[a->peer];
+    if (link.state != LinkState::kIncoming) continue;  // failed or aborted meanwhile
+    link.incoming[a->index] = std::move(fd.value());
+    if (++link.have == socks_per_peer_) HandOverLocked(a->peer, std::move(link.incoming));
+  }
+}
+
+void TcpTransport::HandOverLocked(int peer, std::vector<UniqueFd> fds) {
+  Link& link = links_[peer];
+  if (!link_abort_.ok()) {
+    // The engines are gone: the sockets close, and the peer fails its requests naming us.
+    link.state = LinkState::kFailed;
+    link.error = link_abort_;
+    link_cv_.notify_all();
+    return;
+  }
+  for (UniqueFd& fd : fds) {
+    Status st = tcp::SetDataSocketOptions(fd.get(), opts_.socket_bufsize);
+    if (st.ok()) st = tcp::SetLivenessOptions(fd.get(), opts_.peer_timeout_ms);
+    if (!st.ok()) {
+      link.state = LinkState::kFailed;
+      link.error = st.WithContext("rank " + std::to_string(rank_) + ": socket to " + PeerDesc(peer));
+      link_cv_.notify_all();
+      return;
+    }
+  }
+  // Socket k x nsockets + i of the pair is socket i of channel k on both sides.
+  for (size_t k = 0; k < engines_.size(); ++k) {
+    std::vector<UniqueFd> mine;
+    for (int i = 0; i < opts_.nsockets; ++i) mine.push_back(std::move(fds[k * opts_.nsockets + i]));
+    engines_[k]->AddPeer(peer, std::move(mine));
+  }
+  link.state = LinkState::kConnected;
+  link.incoming.clear();
+  link.have = 0;
+  connected_[peer].store(true, std::memory_order_release);
+  link_cv_.notify_all();
+}
+
+}  // namespace chorus::transport
