@@ -54,8 +54,10 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
       const int peer_v = v ^ (1 << k);
       const int peer = peer_v + extra;
       const uint32_t step = static_cast<uint32_t>(k + 1);
-      transport::RequestPtr in = PostRecv(ctx, peer, step, in_buf, bytes);
+      // The send first: the partner waits for it, while a message that comes before its
+      // receive is posted only waits (matched at once, or kept as an early message).
       transport::RequestPtr out = ctx.transport.Send(peer, ctx.tag(step), recv, bytes, ctx.fingerprint);
+      transport::RequestPtr in = PostRecv(ctx, peer, step, in_buf, bytes);
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *in, peer));
       // The send reads recv: it must be done before the reduction overwrites it.
       CHORUS_RETURN_IF_ERROR(Wait(ctx, *out, peer));

@@ -403,12 +403,12 @@ Result<HostRun> CommunicatorImpl::Prepare(const CollectiveCall& call, DeviceIo* 
         on.send = send;
         on.recv = recv;
         ctx.staging = staging;
+        ctx.deadline = Deadline::AfterMs(config_.timeout_ms);  // from the start of the run, not of the queueing
         return RunChosen(ctx, on, algorithm);
       });
 }
 
 Status CommunicatorImpl::RunChosen(algos::Context& ctx, const CollectiveCall& call, algos::Algorithm algorithm) {
-  ctx.deadline = Deadline::AfterMs(config_.timeout_ms);  // from the start of the run, not of the queueing
   Status st = Dispatch(ctx, call, algorithm, tuning_);
   if (!st.ok()) {
     // Peers may be mid-schedule: nothing after a failed collective can be trusted.

@@ -83,7 +83,8 @@ class CommunicatorImpl {
   Status Choose(const CollectiveCall& call, const CollectiveCall& whole, std::optional<algos::Context>* ctx,
                 algos::Algorithm* algorithm);
   Result<HostRun> Prepare(const CollectiveCall& call, DeviceIo* io, const CollectiveCall& whole);
-  // Runs the call by `algorithm` now; a failure aborts the transport, a success releases the call's tags.
+  // Runs the call by `algorithm` now, by ctx.deadline; a failure aborts the transport, a success releases the
+  // call's tags.
   Status RunChosen(algos::Context& ctx, const CollectiveCall& call, algos::Algorithm algorithm);
   // Prepare for each of the call's windows (StagingWindows, CHORUS_STAGING_WINDOW), in
   // order: on every rank, whatever its buffers, so that all run the same collectives.

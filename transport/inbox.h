@@ -81,15 +81,20 @@ class Inbox {
 class FirstError {
  public:
   Status Get() {
+    // Every call asks, almost always of a healthy transport: no lock until an error is set.
+    if (!set_.load(std::memory_order_acquire)) return Status::Ok();
     std::lock_guard<std::mutex> lock(mu_);
     return status_;
   }
   void Set(const Status& st) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (status_.ok()) status_ = st;
+    if (!status_.ok() || st.ok()) return;
+    status_ = st;
+    set_.store(true, std::memory_order_release);
   }
 
  private:
+  std::atomic<bool> set_{false};
   std::mutex mu_;
   Status status_;
 };

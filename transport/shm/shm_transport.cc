@@ -335,8 +335,8 @@ void ShmTransport::SelfSend(const BasicRequestPtr& req) {
     auto e = std::make_unique<Early>();
     e->fingerprint = req->fingerprint();
     e->total = e->got = req->bytes();
-    e->buf = TakeBuffer(&early_bufs_, req->bytes());
-    if (req->bytes() > 0) std::memcpy(e->buf.data(), req->buf(), req->bytes());
+    if (req->bytes() > sizeof(e->small)) e->buf = TakeBuffer(&early_bufs_, req->bytes());
+    if (req->bytes() > 0) std::memcpy(e->data(), req->buf(), req->bytes());
     q.early.push_back(std::move(e));
   }
   self_tags_.RetireIfIdle(q);
@@ -350,7 +350,7 @@ void ShmTransport::SelfRecv(const BasicRequestPtr& req) {
   if (q.early_head < q.early.size()) {
     std::unique_ptr<Early> e = std::move(q.early[q.early_head++]);
     Status st = CheckMatch(opts_.rank, opts_.rank, req->tag(), e->total, e->fingerprint, *req);
-    if (st.ok() && e->total > 0) std::memcpy(req->buf(), e->buf.data(), e->total);
+    if (st.ok() && e->total > 0) std::memcpy(req->buf(), e->data(), e->total);
     Finish(req, st, e->fingerprint);
   } else {
     q.recvs.push_back(req);
@@ -494,7 +494,7 @@ Status ShmTransport::OnFrame(Peer& p, const Frame& f, const char* payload) {
 }
 
 void ShmTransport::TakeEarly(Early& e, uint64_t bytes) {
-  e.buf = TakeBuffer(&early_bufs_, bytes);
+  if (bytes > sizeof(e.small)) e.buf = TakeBuffer(&early_bufs_, bytes);
   early_messages_.fetch_add(1, std::memory_order_relaxed);
   early_bytes_.fetch_add(bytes, std::memory_order_relaxed);
 }
@@ -542,7 +542,7 @@ void ShmTransport::OnData(Peer& p, const Frame& f, const char* payload) {
     if (in.recv) {
       std::memcpy(in.recv->buf() + f.arg, payload, f.len);
     } else if (in.early != nullptr) {
-      std::memcpy(in.early->buf.data() + f.arg, payload, f.len);
+      std::memcpy(in.early->data() + f.arg, payload, f.len);
     }
   }
   in.got += f.len;
@@ -652,7 +652,7 @@ void ShmTransport::Deliver(Peer& p, Early& e, const BasicRequestPtr& r) {
     SendControl(p, FrameType::kAck, e.cookie,
                 static_cast<uint64_t>(st.ok() ? AckStatus::kRead : AckStatus::kReadFailed));
   } else if (e.total > 0) {
-    std::memcpy(r->buf(), e.buf.data(), e.total);
+    std::memcpy(r->buf(), e.data(), e.total);
   }
   Finish(r, st);
 }

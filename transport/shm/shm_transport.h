@@ -51,6 +51,8 @@ constexpr size_t kShmRingBytes = 256 << 10;
 constexpr uint64_t kLargeMinBytes = 32 << 10;
 // The largest kData frame: a quarter of the ring, so a writer never waits for a whole ring.
 constexpr size_t kShmMaxFramePayload = kShmRingBytes / 4;
+// Early messages up to this size are kept inside their record, not in a cached buffer.
+constexpr size_t kShmEarlyInlineBytes = 256;
 
 // Large messages read straight from the sender's memory: where it is allowed and
 // measured faster than two copies through a ring (auto), wherever allowed (on), never.
@@ -111,8 +113,12 @@ class ShmTransport final : public Transport, public RequestDriver {
     uint64_t got = 0;  // kData bytes arrived so far
     bool rts = false;
     uint64_t addr = 0, cookie = 0;
-    BufferCache::Buffer buf;
+    BufferCache::Buffer buf;  // the bytes of a message larger than `small`
+    // A small message's bytes: where ranks share cores, one arrives early on most calls,
+    // and the buffer cache's lock and map cost more than the message.
+    alignas(8) char small[kShmEarlyInlineBytes];
     bool complete() const { return rts || got == total; }
+    char* data() { return total <= sizeof(small) ? small : buf.data(); }
   };
   // Per (peer, tag): receives posted and messages arrived, each in order; the n-th of
   // one matches the n-th of the other. A receive that already failed stays queued and
