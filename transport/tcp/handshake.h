@@ -29,6 +29,10 @@ struct Identity {
 Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, const std::string& peer_desc,
                           Deadline deadline, bool* crossed = nullptr);
 
+// An incoming connection must finish its handshake within this: a stranger that
+// connects and stays silent holds the (one-at-a-time) acceptor up no longer.
+constexpr int64_t kAcceptHandshakeMs = 10 * 1000;
+
 struct AcceptedSocket {
   int peer = -1;
   int index = -1;

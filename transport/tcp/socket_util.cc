@@ -64,6 +64,13 @@ std::string FormatSockAddr(const sockaddr* sa) {
   return "[" + std::string(buf) + "]:" + std::to_string(ntohs(v6->sin6_port));
 }
 
+std::string RemoteAddressOf(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown address";
+  return FormatSockAddr(reinterpret_cast<sockaddr*>(&a));
+}
+
 namespace {
 
 Status SetBuffers(int fd, int64_t bufsize) {

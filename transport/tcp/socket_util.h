@@ -23,6 +23,8 @@ struct SockAddr {
 // Parses "1.2.3.4:5678" or "[::1]:5678".
 Result<SockAddr> ParseHostPort(const std::string& text);
 std::string FormatSockAddr(const sockaddr* sa);
+// The remote end of a connected socket, "1.2.3.4:5" (for messages).
+std::string RemoteAddressOf(int fd);
 
 // Non-blocking listening socket on ip, ephemeral port. bufsize (> 0) is applied before
 // listen() so accepted sockets inherit it and the TCP window scale fits it.

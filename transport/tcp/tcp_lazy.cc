@@ -9,7 +9,6 @@
 // and the lower rank waits for it; a dial that reached an idle acceptor first makes that
 // acceptor wait for it instead of dialing. A socket carries data only once its verdict
 // is known: the engines get a peer's sockets after every one of them was accepted.
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,15 +27,6 @@ using tcp::UniqueFd;
 namespace {
 // How often the acceptor looks whether the transport is closing.
 constexpr int64_t kAcceptLookMs = 100;
-// An incoming connection must finish its handshake within this (as in the mesh's).
-constexpr int64_t kLazyHandshakeMs = 10 * 1000;
-
-std::string RemoteAddress(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof(a);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown address";
-  return tcp::FormatSockAddr(reinterpret_cast<sockaddr*>(&a));
-}
 }  // namespace
 
 std::string TcpTransport::PeerDesc(int peer) const {
@@ -184,8 +174,9 @@ void TcpTransport::AcceptLoop() {
       std::lock_guard<std::mutex> lock(link_mu_);
       return AdmitLocked(peer, index);
     };
-    Result<tcp::AcceptedSocket> a = tcp::AcceptorHandshake(
-        fd.value().get(), self, admit, RemoteAddress(fd.value().get()), Deadline::AfterMs(kLazyHandshakeMs));
+    Result<tcp::AcceptedSocket> a =
+        tcp::AcceptorHandshake(fd.value().get(), self, admit, tcp::RemoteAddressOf(fd.value().get()),
+                               Deadline::AfterMs(tcp::kAcceptHandshakeMs));
     if (!a.ok()) {
       // As in the mesh: a stranger is dropped, its side gets the reason. A peer whose
       // socket 0 was taken but failed its proof may dial again (have stays 0).

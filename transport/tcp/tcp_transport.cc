@@ -24,16 +24,6 @@ namespace {
 // waiter too (docs/design/tcp_transport.md). Bytes.
 constexpr size_t kPartMin = 128 << 10;
 constexpr size_t kChannelsFrom = 2 * kPartMin;
-// An incoming connection must finish its handshake within this: a stranger that
-// connects and stays silent holds the (one-at-a-time) acceptor up no longer.
-constexpr int64_t kHandshakeMs = 10 * 1000;
-
-std::string RemoteOf(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof(a);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown address";
-  return tcp::FormatSockAddr(reinterpret_cast<sockaddr*>(&a));
-}
 // Room for the mesh's descriptors: sockets to every peer, and a poller and a wake-up
 // descriptor per channel's engine.
 Status ReserveMeshFds(int rank, int size, int nsockets, int channels) {
@@ -111,8 +101,9 @@ Status TcpTransport::AcceptAll(std::vector<std::vector<UniqueFd>>* sockets, cons
       return Status(fd.status().code(), "rank " + std::to_string(rank_) + ": no connection from " + who + ": " +
                                             fd.status().message() + (refused.empty() ? "" : "; refused: " + refused));
     }
-    Result<tcp::AcceptedSocket> a = tcp::AcceptorHandshake(fd.value().get(), self, have, RemoteOf(fd.value().get()),
-                                                           deadline.Earlier(Deadline::AfterMs(kHandshakeMs)));
+    Result<tcp::AcceptedSocket> a =
+        tcp::AcceptorHandshake(fd.value().get(), self, have, tcp::RemoteAddressOf(fd.value().get()),
+                               deadline.Earlier(Deadline::AfterMs(tcp::kAcceptHandshakeMs)));
     if (!a.ok()) {
       // A stray, misconfigured or unauthenticated client must not stop the mesh nor take
       // a rank's slot: it is dropped and the real peer is still awaited; its own side
