@@ -297,6 +297,12 @@ for fault in $faults; do
     n[$verdict]=$((n[$verdict] + 1))
     echo "$verdict $ms" >"$dir/verdict"
     if [ "$verdict" = clean ] && [ "$ms" -gt "$worst" ]; then worst=$ms; fi
+    # What each rank said, for a run that was not clean (CI keeps only this output).
+    if [ "$verdict" != clean ] && [ "$verdict" != skipped ]; then
+      for f in "$dir"/err.* "$dir"/out.*; do
+        [ -s "$f" ] && { echo "faults: $fault run $k ($verdict): ${f##*/}:"; tail -n 5 "$f" | sed 's/^/  /'; }
+      done >&2
+    fi
   done
   if ((n[skipped] == runs)); then
     printf "%-10s %5s %s\n" "$fault" 0 "skipped: no network namespaces here (two_nodes.sh check)"
