@@ -288,8 +288,11 @@ TEST(ShmLiveness, OnlyThePeersExchangedWithAreWatched) {
                  watched = OpenPidfds() - before;
                  RANK_CHECK(watched == 2, "rank " + std::to_string(rank) + " watches " + std::to_string(watched) +
                                               " processes, not its 2 ring neighbours");
+                 // A rank leaves this barrier only once every rank entered it, so everyone has
+                 // counted before rank 5 dies (a neighbour that exits closes its pidfd); the others
+                 // may still be in it then, and fail it naming rank 5.
+                 Status st = cm.Barrier();
                  if (rank == 5) kill(getpid(), SIGKILL);
-                 Status st;
                  for (int i = 0; i < 100 && st.ok(); ++i) {
                    st = cm.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
                  }
