@@ -97,8 +97,6 @@ class ShmTransport final : public Transport, public RequestDriver {
   void Progress() override;
   void Abort(const Status& reason) override;
   Status health() override { return health_.Get(); }
-  // How many peers' processes this rank watches: those it has exchanged with.
-  int watched_peers() const { return watched_.load(std::memory_order_acquire); }
   std::string Describe() const override;
   TrafficCounters counters() const override {
     return {early_messages_.load(std::memory_order_relaxed), early_bytes_.load(std::memory_order_relaxed)};

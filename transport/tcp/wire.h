@@ -25,7 +25,7 @@
 //    needed (CHORUS_TCP_CONNECT=lazy); then either rank of a pair may dial, and an
 //    acceptor that dials the connector itself answers a dial from a lower rank with
 //    "crossed": that socket closes unused and the higher rank's dial carries the pair
-//    (tcp_transport.cc).
+//    (tcp_lazy.cc).
 //    flags bit 0 (kFlagSecret): this side has a job secret. The MACs (zeros without a
 //    secret) cover the whole Hello, so a connection proves comm_id, sender, receiver
 //    and socket index; the two labels keep one side's MAC from standing for the
