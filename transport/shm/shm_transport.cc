@@ -169,41 +169,7 @@ bool ShmTransport::SingleCopyFrom(const Peer& p) {
                         << std::strerror(errno) << "): its large messages come through the ring");
     return false;
   }
-  if (opts_.single_copy == SingleCopy::kOn) return true;
-  return ReadPays(p);
-}
-
-bool ShmTransport::ReadPays(const Peer& p) {
-  if (read_pays_) return *read_pays_;
-  // One read of the peer's memory against the two copies through a ring (into it, out
-  // of it), best of a few: pinning pages costs more than a copy on some machines (VMs),
-  // and less on others.
-  const size_t n = kShmRingBytes;
-  std::vector<char> dst(n);
-  const char* src = static_cast<const char*>(p.segment.base()) + sizeof(Control);
-  auto best = [](auto&& fn) {
-    auto t = Clock::duration::max();
-    for (int i = 0; i < 5; ++i) {
-      const auto start = Clock::now();
-      fn();
-      t = std::min(t, Clock::now() - start);
-    }
-    return t;
-  };
-  const auto copy = best([&] { std::memcpy(dst.data(), src, n); });
-  const auto read = best([&] {
-    struct iovec l = {dst.data(), n};
-    struct iovec r = {reinterpret_cast<void*>(p.ctl->self_addr + sizeof(Control)), n};
-    (void)process_vm_readv(p.pid, &l, 1, &r, 1, 0);
-  });
-  const bool pays = read < 2 * copy;
-  const double read_us = std::chrono::duration<double, std::micro>(read).count();
-  const double copy_us = std::chrono::duration<double, std::micro>(copy).count();
-  CHORUS_INFO("rank " << opts_.rank << ": reading " << n << " bytes of " << PeerDesc(p.rank) << "'s memory took "
-                      << read_us << " us, a copy " << copy_us << " us: " << (pays ? "single copy" : "through the ring")
-                      << " from every local peer that lets us read it");
-  read_pays_ = pays;
-  return pays;
+  return true;
 }
 
 Status ShmTransport::Start() {

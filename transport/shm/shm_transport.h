@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,8 +53,9 @@ constexpr size_t kShmMaxFramePayload = kShmRingBytes / 4;
 // Early messages up to this size are kept inside their record, not in a cached buffer.
 constexpr size_t kShmEarlyInlineBytes = 256;
 
-// Large messages read straight from the sender's memory: where it is allowed and
-// measured faster than two copies through a ring (auto), wherever allowed (on), never.
+// Large messages read straight from the sender's memory: from every other process that
+// allows it (auto), also between threads of one process (on, for tests), never (off).
+// docs/design/shm_transport.md says why auto does not time the read against the rings.
 enum class SingleCopy { kAuto, kOn, kOff };
 
 struct ShmOptions {
@@ -183,11 +183,6 @@ class ShmTransport final : public Transport, public RequestDriver {
   explicit ShmTransport(const ShmOptions& opts);
   std::string PeerDesc(int peer) const;
   bool SingleCopyFrom(const Peer& p);  // at Connect: whether p's large messages are read from its memory
-  // Whether reading a peer's memory beats two copies through a ring: timed against the
-  // first readable peer only, as every local peer's pages are alike (one probe per peer
-  // made set-up quadratic per host).
-  bool ReadPays(const Peer& p);
-  std::optional<bool> read_pays_;
   Peer* LocalPeer(int rank) const { return IsLocal(rank) ? peers_[local_index_[rank]].get() : nullptr; }
 
   // Under mu_.
