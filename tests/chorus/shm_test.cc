@@ -232,9 +232,8 @@ TEST(Shm, HostsToldApartShareNoMemory) {
   }));
 }
 
-// CHORUS_SHM_SINGLE_COPY=auto: each rank times the read once and applies the verdict
-// to every local peer that lets it read (the ranks' verdicts may differ, as timings do);
-// large messages arrive intact whichever way each pair goes.
+// CHORUS_SHM_SINGLE_COPY=auto between processes: every pair reads the other's memory,
+// and large messages among 4 ranks arrive intact.
 TEST(Shm, AutoSingleCopyCarriesLargeMessagesBetweenManyPeers) {
   ShmDir dir;
   ASSERT_FALSE(dir.path().empty());

@@ -72,7 +72,9 @@ Result<std::vector<std::unique_ptr<ShmTransport>>> MakeShmMesh(int n, const Mesh
     opts.size = n;
     opts.local_ranks = all;
     opts.comm_id = (o.comm_id << 16) + meshes.fetch_add(1);
-    opts.single_copy = o.engine == "shm_rings" ? SingleCopy::kOff : SingleCopy::kOn;
+    opts.single_copy = o.engine == "shm_rings" || o.engine == "shm_small_rings" ? SingleCopy::kOff : SingleCopy::kOn;
+    // The smallest rings a crowded host gets: frames of 4 KiB, wrapping often.
+    if (o.engine == "shm_small_rings") opts.ring_bytes = kShmMinRingBytes;
     opts.timeout_ms = o.timeout_ms;
     opts.dir = o.shm_dir;
     auto t = ShmTransport::Create(opts);
@@ -88,7 +90,7 @@ Result<std::vector<std::unique_ptr<ShmTransport>>> MakeShmMesh(int n, const Mesh
 
 Result<std::vector<std::unique_ptr<Transport>>> MakeAnyMesh(int n, const MeshOptions& o) {
   std::vector<std::unique_ptr<Transport>> out;
-  if (o.engine == "shm" || o.engine == "shm_rings") {
+  if (o.engine == "shm" || o.engine == "shm_rings" || o.engine == "shm_small_rings") {
     auto m = MakeShmMesh(n, o);
     if (!m.ok()) return m.status();
     for (auto& t : m.value()) out.push_back(std::move(t));

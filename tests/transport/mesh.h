@@ -17,7 +17,9 @@
 namespace chorus::transport::testing {
 
 struct MeshOptions {
-  std::string engine = "uring";  // "uring", "epoll" (TCP), "rdma", "shm", "shm_rings" (no single copy)
+  // "uring", "epoll" (TCP), "rdma", "shm", "shm_rings" (no single copy), "shm_small_rings"
+  // (no single copy, rings of kShmMinRingBytes)
+  std::string engine = "uring";
   int nsockets = 2;
   int channels = 1;                // TCP channels (engines) each rank asks for
   std::vector<int> rank_channels;  // or per rank, where not empty (the mesh has the fewest)

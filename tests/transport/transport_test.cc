@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/transport/mesh.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tag.h"
 
 namespace chorus::transport {
@@ -494,9 +495,21 @@ TEST_P(TransportTest, SeveralThreadsWaitAtOnce) {
   for (int i = 0; i < kThreads; ++i) EXPECT_EQ(errors[i], "") << "thread " << i;
 }
 
+// A host's rings: 256 KiB each up to 64 peers, then halved so that one rank's rings stay
+// within kShmRingsPerRankBytes (a host's segments grow as n, not n^2), down to the least.
+TEST(ShmRings, ShrinkPastSixtyFourPeers) {
+  EXPECT_EQ(ShmRingBytes(1), kShmRingBytes);
+  EXPECT_EQ(ShmRingBytes(65), kShmRingBytes);
+  EXPECT_EQ(ShmRingBytes(66), kShmRingBytes / 2);
+  EXPECT_EQ(ShmRingBytes(256), size_t{64} << 10);
+  EXPECT_EQ(ShmRingBytes(1025), kShmMinRingBytes);
+  EXPECT_EQ(ShmRingBytes(100000), kShmMinRingBytes);
+  for (int n = 2; n <= 1025; ++n) EXPECT_LE(ShmRingBytes(n) * static_cast<size_t>(n - 1), kShmRingsPerRankBytes) << n;
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          ::testing::Values("uring", "epoll", "epoll_lanes", "epoll_lazy", "uring_lazy", "rdma", "shm",
-                                           "shm_rings"),
+                                           "shm_rings", "shm_small_rings"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -92,9 +92,17 @@ void ShmTransport::TagQueues::RetireIfIdle(TagQueue& q) {
 
 // ---- Set-up ----
 
+size_t ShmRingBytes(int local_ranks) {
+  const size_t peers = static_cast<size_t>(std::max(1, local_ranks - 1));
+  size_t ring = kShmRingBytes;
+  while (ring > kShmMinRingBytes && ring * peers > kShmRingsPerRankBytes) ring /= 2;
+  return ring;
+}
+
 ShmTransport::ShmTransport(const ShmOptions& opts)
     : opts_(opts),
       size_(opts.size),
+      ring_bytes_(opts.ring_bytes != 0 ? opts.ring_bytes : ShmRingBytes(static_cast<int>(opts.local_ranks.size()))),
       local_index_(opts.size, -1),
       early_bufs_(static_cast<size_t>(std::max<int64_t>(opts.early_cache_bytes, 0))) {
   for (size_t i = 0; i < opts_.local_ranks.size(); ++i) local_index_[opts_.local_ranks[i]] = static_cast<int>(i);
@@ -106,20 +114,25 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const ShmOptions& opt
       !std::is_sorted(opts.local_ranks.begin(), opts.local_ranks.end())) {
     return InvalidArgument("shm: local ranks must be sorted and include rank " + std::to_string(opts.rank));
   }
+  if (opts.ring_bytes != 0 && (opts.ring_bytes < kShmMinRingBytes || (opts.ring_bytes & (opts.ring_bytes - 1)) != 0)) {
+    return InvalidArgument("shm: rings of " + std::to_string(opts.ring_bytes) + " bytes: a power of two from " +
+                           std::to_string(kShmMinRingBytes) + " is needed");
+  }
   std::unique_ptr<ShmTransport> t(new ShmTransport(opts));
   const int n = static_cast<int>(opts.local_ranks.size());
   std::ostringstream path;
   path << opts.dir << "/chorus-" << std::hex << opts.comm_id << std::dec << "-r" << opts.rank << "-p" << getpid();
-  Result<Segment> seg = Segment::Create(path.str(), SegmentBytes(n, kShmRingBytes));
+  const size_t ring = t->ring_bytes_;
+  Result<Segment> seg = Segment::Create(path.str(), SegmentBytes(n, ring));
   if (!seg.ok()) return seg.status().WithContext("rank " + std::to_string(opts.rank));
   t->segment_ = std::move(seg.value());
   t->ctl_ = new (t->segment_.base()) Control();
-  for (int i = 0; i < n; ++i) new (SlotAt(t->segment_.base(), i, kShmRingBytes)) Slot();
+  for (int i = 0; i < n; ++i) new (SlotAt(t->segment_.base(), i, ring)) Slot();
   t->ctl_->self_addr = reinterpret_cast<uint64_t>(t->segment_.base());
   t->ctl_->pid = getpid();
   t->ctl_->rank = opts.rank;
   t->ctl_->nslots = n;
-  t->ctl_->ring_bytes = kShmRingBytes;
+  t->ctl_->ring_bytes = static_cast<uint32_t>(ring);
   t->ctl_->magic = kMagic;
   t->peers_.resize(n);
   for (int i = 0; i < n; ++i) {
@@ -127,7 +140,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const ShmOptions& opt
     auto p = std::make_unique<Peer>();
     p->rank = opts.local_ranks[i];
     p->index = i;
-    p->in = SlotAt(t->segment_.base(), i, kShmRingBytes);
+    p->in = SlotAt(t->segment_.base(), i, ring);
     t->peers_[i] = std::move(p);
   }
   return t;
@@ -142,16 +155,17 @@ Status ShmTransport::Connect(const std::vector<std::string>& paths, const std::v
   for (auto& pp : peers_) {
     if (!pp) continue;
     Peer& p = *pp;
-    Result<Segment> seg = Segment::Open(paths[p.index], SegmentBytes(n, kShmRingBytes));
+    Result<Segment> seg = Segment::Open(paths[p.index], SegmentBytes(n, ring_bytes_));
     if (!seg.ok()) return seg.status().WithContext("rank " + std::to_string(opts_.rank) + ", " + PeerDesc(p.rank));
     p.segment = std::move(seg.value());
     p.ctl = ControlAt(p.segment.base());
-    if (p.ctl->magic != kMagic || p.ctl->rank != p.rank || p.ctl->pid != pids[p.index] || p.ctl->nslots != n) {
+    if (p.ctl->magic != kMagic || p.ctl->rank != p.rank || p.ctl->pid != pids[p.index] || p.ctl->nslots != n ||
+        p.ctl->ring_bytes != ring_bytes_) {
       return ProtocolError("rank " + std::to_string(opts_.rank) + ": shared-memory segment " + paths[p.index] +
                            " is not " + PeerDesc(p.rank) + "'s");
     }
     p.pid = p.ctl->pid;
-    p.out = SlotAt(p.segment.base(), me, kShmRingBytes);
+    p.out = SlotAt(p.segment.base(), me, ring_bytes_);
     p.in->single_copy.store(SingleCopyFrom(p) ? 1 : 0, std::memory_order_release);
   }
   return Status::Ok();
@@ -169,41 +183,7 @@ bool ShmTransport::SingleCopyFrom(const Peer& p) {
                         << std::strerror(errno) << "): its large messages come through the ring");
     return false;
   }
-  if (opts_.single_copy == SingleCopy::kOn) return true;
-  return ReadPays(p);
-}
-
-bool ShmTransport::ReadPays(const Peer& p) {
-  if (read_pays_) return *read_pays_;
-  // One read of the peer's memory against the two copies through a ring (into it, out
-  // of it), best of a few: pinning pages costs more than a copy on some machines (VMs),
-  // and less on others.
-  const size_t n = kShmRingBytes;
-  std::vector<char> dst(n);
-  const char* src = static_cast<const char*>(p.segment.base()) + sizeof(Control);
-  auto best = [](auto&& fn) {
-    auto t = Clock::duration::max();
-    for (int i = 0; i < 5; ++i) {
-      const auto start = Clock::now();
-      fn();
-      t = std::min(t, Clock::now() - start);
-    }
-    return t;
-  };
-  const auto copy = best([&] { std::memcpy(dst.data(), src, n); });
-  const auto read = best([&] {
-    struct iovec l = {dst.data(), n};
-    struct iovec r = {reinterpret_cast<void*>(p.ctl->self_addr + sizeof(Control)), n};
-    (void)process_vm_readv(p.pid, &l, 1, &r, 1, 0);
-  });
-  const bool pays = read < 2 * copy;
-  const double read_us = std::chrono::duration<double, std::micro>(read).count();
-  const double copy_us = std::chrono::duration<double, std::micro>(copy).count();
-  CHORUS_INFO("rank " << opts_.rank << ": reading " << n << " bytes of " << PeerDesc(p.rank) << "'s memory took "
-                      << read_us << " us, a copy " << copy_us << " us: " << (pays ? "single copy" : "through the ring")
-                      << " from every local peer that lets us read it");
-  read_pays_ = pays;
-  return pays;
+  return true;
 }
 
 Status ShmTransport::Start() {
@@ -246,7 +226,7 @@ std::string ShmTransport::Describe() const {
     ++n;
     single += p->single_copy ? 1 : 0;
   }
-  return "shm (" + std::to_string(n + 1) + " ranks on this host, rings of " + std::to_string(kShmRingBytes >> 10) +
+  return "shm (" + std::to_string(n + 1) + " ranks on this host, rings of " + std::to_string(ring_bytes_ >> 10) +
          " KiB; single copy to " + std::to_string(single) + " of " + std::to_string(n) + " peers)";
 }
 
@@ -380,15 +360,16 @@ void ShmTransport::SendControl(Peer& p, FrameType type, uint64_t cookie, uint64_
 
 bool ShmTransport::WriteFrame(Peer& p, const Frame& f, const void* payload) {
   const size_t need = FrameBytes(f.len);
-  size_t pos = p.out_head % kShmRingBytes;
+  const size_t ring = ring_bytes_;
+  size_t pos = p.out_head & (ring - 1);
   // The reader's tail is a line it writes: read it (a cache miss) only when the last
   // value read leaves too little room.
-  const size_t worst = need + (pos + need > kShmRingBytes ? kShmRingBytes - pos : 0);
-  if (kShmRingBytes - (p.out_head - p.out_tail) < worst) p.out_tail = p.out->tail.load(std::memory_order_acquire);
-  size_t free = kShmRingBytes - (p.out_head - p.out_tail);
+  const size_t worst = need + (pos + need > ring ? ring - pos : 0);
+  if (ring - (p.out_head - p.out_tail) < worst) p.out_tail = p.out->tail.load(std::memory_order_acquire);
+  size_t free = ring - (p.out_head - p.out_tail);
   char* data = RingData(p.out);
-  if (pos + need > kShmRingBytes) {  // frames never wrap: pad to the end
-    const size_t pad = kShmRingBytes - pos;
+  if (pos + need > ring) {  // frames never wrap: pad to the end
+    const size_t pad = ring - pos;
     if (free < pad + need) return false;
     Frame padf{FrameType::kPad, 0, 0, 0, 0, 0, 0};
     std::memcpy(data + pos, &padf, sizeof(padf));
@@ -412,7 +393,7 @@ bool ShmTransport::PushOut(Peer& p) {
       bool full = false;
       do {
         Frame f = of.frame;
-        f.len = static_cast<uint32_t>(std::min<uint64_t>(of.frame.total - of.sent, kShmMaxFramePayload));
+        f.len = static_cast<uint32_t>(std::min<uint64_t>(of.frame.total - of.sent, MaxFramePayload()));
         f.arg = of.sent;
         if (!WriteFrame(p, f, of.send->buf() + of.sent)) {
           full = true;
@@ -448,13 +429,13 @@ bool ShmTransport::DrainRing(Peer& p) {
   if (head == p.in_tail) return false;
   const char* data = RingData(p.in);
   while (p.in_tail != head && !aborted_) {
-    const size_t pos = p.in_tail % kShmRingBytes;
+    const size_t pos = p.in_tail & (ring_bytes_ - 1);
     Frame f;
     std::memcpy(&f, data + pos, sizeof(f));
     if (f.type == FrameType::kPad) {
-      p.in_tail += kShmRingBytes - pos;
+      p.in_tail += ring_bytes_ - pos;
     } else {
-      if (FrameBytes(f.len) > kShmRingBytes - pos || FrameBytes(f.len) > head - p.in_tail) {
+      if (FrameBytes(f.len) > ring_bytes_ - pos || FrameBytes(f.len) > head - p.in_tail) {
         AbortLocked(ProtocolError("rank " + std::to_string(opts_.rank) + ": a frame of " + std::to_string(f.len) +
                                   " bytes from " + PeerDesc(p.rank) + " does not fit its ring"));
         return true;

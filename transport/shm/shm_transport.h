@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,18 +43,24 @@
 
 namespace chorus::transport {
 
-// Bytes of each ring (one per local peer that sends to a rank).
+// Bytes of each ring (one per local peer that sends to a rank): the most, the least, and
+// the rings' bytes in one rank's segment, above which they shrink (a power of two each),
+// so that a host's segments grow as n, not n^2, past 64 ranks.
 constexpr size_t kShmRingBytes = 256 << 10;
+constexpr size_t kShmMinRingBytes = 16 << 10;
+constexpr size_t kShmRingsPerRankBytes = 16 << 20;
+// The ring of each local peer when `local_ranks` ranks share the host (every rank of the
+// host computes the same).
+size_t ShmRingBytes(int local_ranks);
 // Messages from this size wait for their receive (kRts), then go by single copy where
 // the receiver can read the sender.
 constexpr uint64_t kLargeMinBytes = 32 << 10;
-// The largest kData frame: a quarter of the ring, so a writer never waits for a whole ring.
-constexpr size_t kShmMaxFramePayload = kShmRingBytes / 4;
 // Early messages up to this size are kept inside their record, not in a cached buffer.
 constexpr size_t kShmEarlyInlineBytes = 256;
 
-// Large messages read straight from the sender's memory: where it is allowed and
-// measured faster than two copies through a ring (auto), wherever allowed (on), never.
+// Large messages read straight from the sender's memory: from every other process that
+// allows it (auto), also between threads of one process (on, for tests), never (off).
+// docs/design/shm_transport.md says why auto does not time the read against the rings.
 enum class SingleCopy { kAuto, kOn, kOff };
 
 struct ShmOptions {
@@ -71,6 +76,7 @@ struct ShmOptions {
   int64_t spin_us = 100;
   bool crowded = false;           // more ranks than cores here: yield while polling
   int64_t early_cache_bytes = 0;  // buffers of early messages kept for reuse
+  size_t ring_bytes = 0;          // 0: ShmRingBytes(local ranks); else a power of two (tests)
 };
 
 class ShmTransport final : public Transport, public RequestDriver {
@@ -183,11 +189,6 @@ class ShmTransport final : public Transport, public RequestDriver {
   explicit ShmTransport(const ShmOptions& opts);
   std::string PeerDesc(int peer) const;
   bool SingleCopyFrom(const Peer& p);  // at Connect: whether p's large messages are read from its memory
-  // Whether reading a peer's memory beats two copies through a ring: timed against the
-  // first readable peer only, as every local peer's pages are alike (one probe per peer
-  // made set-up quadratic per host).
-  bool ReadPays(const Peer& p);
-  std::optional<bool> read_pays_;
   Peer* LocalPeer(int rank) const { return IsLocal(rank) ? peers_[local_index_[rank]].get() : nullptr; }
 
   // Under mu_.
@@ -242,6 +243,9 @@ class ShmTransport final : public Transport, public RequestDriver {
 
   const ShmOptions opts_;
   const int size_;
+  const size_t ring_bytes_;  // ShmRingBytes of this host's ranks
+  // The largest kData frame: a quarter of the ring, so a writer never waits for a whole ring.
+  size_t MaxFramePayload() const { return ring_bytes_ / 4; }
   std::vector<int> local_index_;  // by rank: index among local ranks, or -1
   shm::Segment segment_;          // ours
   shm::Control* ctl_ = nullptr;
