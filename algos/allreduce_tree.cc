@@ -8,9 +8,10 @@
 // leaves of the other, so the forwarding is shared by all ranks (docs/design/tree_allreduce.md).
 //
 // One thread runs both trees, in steps: at step s a rank at depth h sends chunk s up and
-// chunk s - 2h down (by then its parent has it), tree after tree. Every wait is for a
-// peer's message of the same step (children up, the root's own reduce before it goes
-// down) or of an earlier one, so no cycle can form.
+// chunk s - 2h down (by then its parent has it), first in the tree where it is a leaf.
+// Every wait is for a peer's message of an earlier step, or of the same step from a
+// child in the one tree where the rank has children (the root: its own reduce before
+// the chunk goes down), so no cycle can form.
 //
 // Up, a parent posts its children's receives kChunksInFlight chunks ahead and credits
 // each further one (credits.h); down, a child posts every receive up front into recv and
@@ -20,6 +21,7 @@
 // The buffers are staged whole (Streams() is false): the staging hooks are not used.
 #include <algorithm>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "algos/binomial_tree.h"
@@ -64,6 +66,7 @@ class TreeRun {
         up_credits_(call.ctx, links_.parent, 2 * tree_, call.unasked) {}
 
   size_t steps() const { return nchunks_ + lag_; }
+  bool inner() const { return !links_.children.empty(); }
 
   // Posts every down receive and the first up receives.
   Status Start() {
@@ -71,8 +74,8 @@ class TreeRun {
       down_posted_.reserve(nchunks_);
       for (size_t ci = 0; ci < nchunks_; ++ci) {
         const Span ch = Chunk(ci);
-        down_posted_.push_back(PostRecv(c_.ctx, links_.parent, DownStep(ci), At(c_.recv, ch.offset, c_.es),
-                                        ch.count * c_.es));
+        down_posted_.push_back(
+            PostRecv(c_.ctx, links_.parent, DownStep(ci), At(c_.recv, ch.offset, c_.es), ch.count * c_.es));
       }
       if (nchunks_ > c_.unasked) SendCredit(c_.ctx, c_.sends, links_.parent, 2 * tree_ + 1);
     }
@@ -203,8 +206,12 @@ Status AllReduceTree(const Context& ctx, const void* send, void* recv, size_t co
     TreeRun trees[2] = {TreeRun(call, 0, halves[0]), TreeRun(call, 1, halves[1])};
     for (TreeRun& t : trees) CHORUS_RETURN_IF_ERROR(t.Start());
     const size_t steps = std::max(trees[0].steps(), trees[1].steps());
+    // The tree where this rank is a leaf first: its chunk goes up at once, before the
+    // rank waits for its children in the other (on 2 ranks: one latency, not two).
+    TreeRun* order[2] = {&trees[0], &trees[1]};
+    if (trees[0].inner()) std::swap(order[0], order[1]);
     for (size_t s = 0; s < steps; ++s) {
-      for (TreeRun& t : trees) CHORUS_RETURN_IF_ERROR(t.Step(s));
+      for (TreeRun* t : order) CHORUS_RETURN_IF_ERROR(t->Step(s));
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();
