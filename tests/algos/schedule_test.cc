@@ -282,11 +282,17 @@ TEST(SelectorTest, LargeWorldsTakeTheTreeAboveRabenseifner) {
   EXPECT_EQ(s.Choose(Collective::kAllReduce, 512 << 10, 1000).algorithm, Algorithm::kTree);
   EXPECT_EQ(s.Choose(Collective::kAllReduce, 8, 1000).algorithm, Algorithm::kRecursiveDoubling);
   EXPECT_EQ(s.Choose(Collective::kAllReduce, 64 << 20, 16).algorithm, Algorithm::kRing);
+  const CostModel m;
   // The chunk: between kTreeMinChunkBytes and the tuning's, growing with the size.
   EXPECT_EQ(TreeChunkBytes(100, 1024, 512 << 10), kTreeMinChunkBytes);
   EXPECT_EQ(TreeChunkBytes(size_t{1} << 30, 2, 512 << 10), size_t{512} << 10);
   EXPECT_LT(TreeChunkBytes(1 << 20, 1024, 512 << 10), TreeChunkBytes(4 << 20, 1024, 512 << 10));
   EXPECT_EQ(TreeChunkBytes(1 << 20, 1024, 100), 100u);
+
+  // Between many hosts, each its own link, the hierarchical all-reduce's step may be the
+  // tree; between few, never (the ring's bytes with more steps).
+  EXPECT_EQ(m.AcrossHosts(4 << 20, 1000, 1).first, Algorithm::kTree);
+  EXPECT_NE(m.AcrossHosts(4 << 20, 4, 1).first, Algorithm::kTree);
 
   SelectorConfig forced;
   forced.forced = ParseAlgorithm("tree").value();
