@@ -247,10 +247,10 @@ TEST(ForcedAlgorithmsEnv, VariableForcesRecursiveDoubling) {
   ExpectNamedSomewhere(exits);
 }
 
-// An algorithm that does not run all_reduce (tree) leaves all_reduce to the size
-// rule; the collectives it does apply to still work.
+// An algorithm that does not run all_reduce or reduce (chain) leaves them to the cost
+// model; the collective it does apply to still works.
 TEST(ForcedAlgorithmsEnv, InapplicableAlgorithmIsIgnored) {
-  const Options o = ForcedOptions(algos::Algorithm::kTree);
+  const Options o = ForcedOptions(algos::Algorithm::kChain);
   auto exits = RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
