@@ -11,7 +11,7 @@ namespace chorus::algos {
 enum class Algorithm {
   kRing,               // all_reduce, all_gather, reduce_scatter
   kRecursiveDoubling,  // all_reduce, all_gather (small, power-of-two worlds)
-  kTree,               // broadcast, reduce (binomial, pipelined)
+  kTree,               // broadcast, reduce (binomial, pipelined); all_reduce (double binary tree, pipelined)
   kChain,              // broadcast (a chain from the root, pipelined): large messages
   kLinear,             // gather, scatter
   kPairwise,           // all_to_all

@@ -45,6 +45,7 @@ Status AllReduceAmong(const Context& ctx, GroupTransport& group, void* buf, size
   switch (model.AcrossHosts(count * DataTypeSize(dtype), group.size(), sharing).first) {
     case Algorithm::kRecursiveDoubling: return AllReduceRecursiveDoubling(gctx, buf, buf, count, dtype, op);
     case Algorithm::kRabenseifner: return AllReduceRabenseifner(gctx, buf, buf, count, dtype, op);
+    case Algorithm::kTree: return AllReduceTree(gctx, buf, buf, count, dtype, op, tuning);
     default: return AllReduceRing(gctx, buf, buf, count, dtype, op, tuning);
   }
 }

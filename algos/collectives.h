@@ -55,6 +55,11 @@ Status AllReduceRecursiveDoubling(const Context& ctx, const void* send, void* re
 // 2(n-1)/n * S bytes sent per rank (plus the fold's 2 S): for mid sizes on large worlds.
 Status AllReduceRabenseifner(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype,
                              ReduceOp op);
+// all_reduce: a double binary tree (two mirrored heap-ordered trees, each half of S),
+// reduced up and broadcast down at once in chunks: about 2 floor(log2 n) + C - 1 chunk
+// times for C chunks, any n; between recursive doubling and the ring on large worlds.
+Status AllReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                     const Tuning& tuning);
 // broadcast: binomial tree from root, pipelined in chunks.
 Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
 // broadcast: chain root -> root+1 -> ..., pipelined in chunks (large messages).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "algos/binomial_tree.h"
 #include "algos/chunking.h"
 #include "algos/selector.h"
 
@@ -59,6 +60,22 @@ double AllReduceRabenseifner(int n, double s, const LinkCost& l) {
          2.0 * (p - 1) / p * Us(s, l.gbps) + double(p - 1) / p * Us(s, kReduceGbps);
 }
 
+// The double binary tree (allreduce_tree.cc): each tree carries half of S in C chunks of
+// TreeChunkBytes; the last chunk is back down after 2 depth + C - 1 chunk times, each a
+// message, the busiest rank's k chunks sent (TreeSendsPerChunk: a rank sends one
+// message at a time, as the binomial broadcast's root) and its reduction of its own
+// chunk with two children's.
+double TreeAllReduceUs(int n, double s, const LinkCost& l, size_t max_chunk) {
+  if (n < 2) return 0;
+  const int depth = FloorLog2(n);
+  const double half = s / 2;
+  const double chunk = std::min(half, static_cast<double>(TreeChunkBytes(static_cast<size_t>(half), n, max_chunk)));
+  const double chunks = std::max(1.0, std::ceil(half / std::max(1.0, chunk)));
+  const double inputs = std::min(3, n);
+  return (2 * depth + chunks - 1) *
+         (l.latency_us + Us(TreeSendsPerChunk(n) * chunk, l.gbps) + Us(inputs * chunk, kReduceGbps));
+}
+
 }  // namespace
 
 double CostModel::RabenseifnerUs(int n, double s, const LinkCost& l) const {
@@ -77,6 +94,8 @@ std::pair<Algorithm, double> CostModel::AcrossHosts(size_t bytes, int hosts, int
   if (rab >= 0 && rab < best.second) best = {Algorithm::kRabenseifner, rab};
   const double ring = AllReduceRing(hosts, s, l);
   if (ring < best.second) best = {Algorithm::kRing, ring};
+  const double tree = TreeAllReduceUs(hosts, s, l, chunk_bytes);
+  if (tree < best.second) best = {Algorithm::kTree, tree};
   return best;
 }
 
@@ -113,6 +132,13 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       }
       if (a == Algorithm::kRing) return AllReduceRing(n, s, flat);
       if (a == Algorithm::kRabenseifner) return RabenseifnerUs(n, s, flat);
+      if (a == Algorithm::kTree) {
+        // Nearly every link of the heap-ordered trees crosses between hosts, all of a
+        // host's ranks sending at once: they share its link.
+        const int local = known ? topology.max_local() : 1;
+        const LinkCost shared{flat.latency_us, hosts > 1 ? flat.gbps / std::max(1, local) : flat.gbps};
+        return TreeAllReduceUs(n, s, shared, chunk_bytes);
+      }
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2) return -1;

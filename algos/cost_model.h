@@ -49,8 +49,8 @@ struct CostModel {
   LinkCost InterCost() const { return inter_cost.value_or(CostOf(inter)); }
   // The hierarchical all-reduce's step between hosts: among `hosts` ranks, one a host,
   // `bytes` each, the link between hosts shared by `sharing` ranks of each host at once.
-  // The flat all-reduce predicted fastest (recursive doubling, Rabenseifner or the
-  // ring) and its microseconds.
+  // The flat all-reduce predicted fastest (recursive doubling, Rabenseifner, the ring or
+  // the tree) and its microseconds.
   std::pair<Algorithm, double> AcrossHosts(size_t bytes, int hosts, int sharing) const;
 
  private:

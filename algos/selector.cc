@@ -17,7 +17,7 @@ bool Supports(Collective c, Algorithm a) {
   switch (c) {
     case Collective::kAllReduce:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical ||
-             a == Algorithm::kRabenseifner;
+             a == Algorithm::kRabenseifner || a == Algorithm::kTree;
     case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
     case Collective::kBroadcast:
@@ -73,11 +73,12 @@ std::atomic<uint64_t> next_selector_id{1};
 
 bool Streams(Collective c, Algorithm a) {
   // all_reduce's recursive doubling runs on small buffers, whole, Rabenseifner on whole
-  // halves and broadcast's dissemination on small buffers; the barrier moves no data;
+  // halves, the tree on both halves at once and broadcast's dissemination on small buffers; the barrier moves no data;
   // CUDA IPC does not stage; broadcast's scatter-allgather moves whole subtrees' blocks.
   return c != Collective::kBarrier && a != Algorithm::kDissemination && a != Algorithm::kCudaIpc &&
          a != Algorithm::kHierarchical && a != Algorithm::kScatterAllGather &&
-         !(c == Collective::kAllReduce && (a == Algorithm::kRecursiveDoubling || a == Algorithm::kRabenseifner));
+         !(c == Collective::kAllReduce &&
+           (a == Algorithm::kRecursiveDoubling || a == Algorithm::kRabenseifner || a == Algorithm::kTree));
 }
 
 Selector::Selector(SelectorConfig config, bool has_forced, Algorithm forced)

@@ -128,6 +128,9 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       if (algorithm == algos::Algorithm::kRabenseifner) {
         return algos::AllReduceRabenseifner(ctx, c.send, c.recv, c.count, c.dtype, c.op);
       }
+      if (algorithm == algos::Algorithm::kTree) {
+        return algos::AllReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
+      }
       if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
         return algos::AllReduceHierarchical(ctx, *tuning.topology, c.send, c.recv, c.count, c.dtype, c.op, tuning);
       }

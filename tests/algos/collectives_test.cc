@@ -1,6 +1,7 @@
 // Every algorithm in algos/collectives.h (and the barrier) against a scalar
 // reference, through real TCP transports on loopback (tcp_world.h), on world sizes
-// 1..5 (Rabenseifner's all_reduce also on 6..8, past its first folds):
+// 1..5 (Rabenseifner's and the tree's all_reduce also on 6..8, past their first folds
+// and levels):
 //   - all 8 dtypes x all 5 ops at counts {0, 1, 7, n-1, 1023}, in place and out of
 //     place, roots varying with the case;
 //   - 1 MiB + 3 elements: every dtype, one op per dtype (rotating), both placements;
@@ -60,6 +61,7 @@ enum class Algo {
   kAllToAll,
   kAllReduceRabenseifner,  // last, so the others keep their seeds and rotations
   kBroadcastScatterAllGather,
+  kAllReduceTree,
 };
 
 const char* AlgoName(Algo a) {
@@ -78,6 +80,7 @@ const char* AlgoName(Algo a) {
     case Algo::kAllToAll: return "all_to_all_pairwise";
     case Algo::kAllReduceRabenseifner: return "all_reduce_rabenseifner";
     case Algo::kBroadcastScatterAllGather: return "broadcast_scatter_allgather";
+    case Algo::kAllReduceTree: return "all_reduce_tree";
   }
   return "?";
 }
@@ -87,7 +90,8 @@ Collective CollectiveOf(Algo a) {
     case Algo::kAllReduceRing:
     case Algo::kAllReduceRd:
     case Algo::kAllReduceHierarchical:
-    case Algo::kAllReduceRabenseifner: return Collective::kAllReduce;
+    case Algo::kAllReduceRabenseifner:
+    case Algo::kAllReduceTree: return Collective::kAllReduce;
     case Algo::kBroadcast:
     case Algo::kBroadcastChain:
     case Algo::kBroadcastScatterAllGather: return Collective::kBroadcast;
@@ -104,7 +108,8 @@ Collective CollectiveOf(Algo a) {
 
 bool Reduces(Algo a) {
   return a == Algo::kAllReduceRing || a == Algo::kAllReduceRd || a == Algo::kAllReduceHierarchical ||
-         a == Algo::kAllReduceRabenseifner || a == Algo::kReduce || a == Algo::kReduceScatter;
+         a == Algo::kAllReduceRabenseifner || a == Algo::kAllReduceTree || a == Algo::kReduce ||
+         a == Algo::kReduceScatter;
 }
 // Broadcast's algorithms: one buffer, so no in-place variant.
 bool OneBuffer(Algo a) {
@@ -177,7 +182,8 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
     case Algo::kAllReduceRing:
     case Algo::kAllReduceRd:
     case Algo::kAllReduceHierarchical:
-    case Algo::kAllReduceRabenseifner: {
+    case Algo::kAllReduceRabenseifner:
+    case Algo::kAllReduceTree: {
       auto in = std::make_unique<TypedBuffer>(t, count);
       auto out = std::make_unique<TypedBuffer>(t, count);
       FillReductionInput(t, c.op, seed, rank, 0, count, in->data());
@@ -189,12 +195,13 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       std::vector<std::string> hosts;
       for (int r = 0; r < n; ++r) hosts.push_back(n % 2 == 0 ? std::to_string(r % 2) : r <= n / 2 ? "a" : "b");
       const algos::Topology topo = algos::Topology::FromHostIds(hosts);
-      CHORUS_RETURN_IF_ERROR(
-          timed(c.algo == Algo::kAllReduceRing ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
-                : c.algo == Algo::kAllReduceRd ? algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)
-                : c.algo == Algo::kAllReduceRabenseifner
-                    ? algos::AllReduceRabenseifner(ctx, in->data(), dst, count, t, c.op)
-                    : algos::AllReduceHierarchical(ctx, topo, in->data(), dst, count, t, c.op, tuning)));
+      CHORUS_RETURN_IF_ERROR(timed(
+          c.algo == Algo::kAllReduceRing ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
+          : c.algo == Algo::kAllReduceRd ? algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)
+          : c.algo == Algo::kAllReduceRabenseifner ? algos::AllReduceRabenseifner(ctx, in->data(), dst, count, t, c.op)
+          : c.algo == Algo::kAllReduceTree
+              ? algos::AllReduceTree(ctx, in->data(), dst, count, t, c.op, tuning)
+              : algos::AllReduceHierarchical(ctx, topo, in->data(), dst, count, t, c.op, tuning)));
       if (!c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, *in));
       *result = std::move(c.in_place ? in : out);
       // Each rank checks a slice against the reference (so the ranks' threads share
@@ -436,6 +443,7 @@ TEST_P(CollectivesTest, AllReduceRing) { Sweep(Algo::kAllReduceRing); }
 TEST_P(CollectivesTest, AllReduceRecursiveDoubling) { Sweep(Algo::kAllReduceRd); }
 TEST_P(CollectivesTest, AllReduceHierarchical) { Sweep(Algo::kAllReduceHierarchical); }
 TEST_P(CollectivesTest, AllReduceRabenseifner) { Sweep(Algo::kAllReduceRabenseifner); }
+TEST_P(CollectivesTest, AllReduceTree) { Sweep(Algo::kAllReduceTree); }
 TEST_P(CollectivesTest, BroadcastTree) { Sweep(Algo::kBroadcast); }
 TEST_P(CollectivesTest, BroadcastChain) { Sweep(Algo::kBroadcastChain); }
 TEST_P(CollectivesTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScatterAllGather); }
@@ -587,7 +595,8 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
                             Algo::kScatter,
                             Algo::kAllToAll,
                             Algo::kAllReduceRabenseifner,
-                            Algo::kBroadcastScatterAllGather};
+                            Algo::kBroadcastScatterAllGather,
+                            Algo::kAllReduceTree};
   for (int round = 0; round < 3; ++round) {
     std::vector<Case> cases;
     for (int j = 0; j < static_cast<int>(std::size(algos_all)); ++j) {
@@ -649,7 +658,8 @@ TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous)
                             Algo::kScatter,
                             Algo::kAllToAll,
                             Algo::kAllReduceRabenseifner,
-                            Algo::kBroadcastScatterAllGather};
+                            Algo::kBroadcastScatterAllGather,
+                            Algo::kAllReduceTree};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -680,6 +690,8 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3,
 // into a power of two of 4 (uneven blocks of 4), 8 halves three times without a fold.
 class LargerWorldsTest : public CollectivesTest {};
 TEST_P(LargerWorldsTest, AllReduceRabenseifner) { Sweep(Algo::kAllReduceRabenseifner); }
+// The double binary tree's third level (n >= 7) and mirrored trees of different shapes.
+TEST_P(LargerWorldsTest, AllReduceTree) { Sweep(Algo::kAllReduceTree); }
 // The scatter's binomial subtrees past 5 ranks: cut short at 6 and 7, whole at 8.
 TEST_P(LargerWorldsTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScatterAllGather); }
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LargerWorldsTest, ::testing::Values(6, 7, 8),

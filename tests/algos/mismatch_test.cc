@@ -43,6 +43,13 @@ Call AllReduceRdCall(size_t count) {
                 return algos::AllReduceRecursiveDoubling(ctx, buf.data(), buf.data(), count, t, ReduceOp::kSum);
               }};
 }
+Call AllReduceTreeCall(size_t count) {
+  const DataType t = DataType::kFloat32;
+  return Call{Fingerprint(Collective::kAllReduce, count, t, ReduceOp::kSum, 0), [count, t](const Context& ctx) {
+                std::vector<char> in(count * DataTypeSize(t) + 1), out(in.size());
+                return algos::AllReduceTree(ctx, in.data(), out.data(), count, t, ReduceOp::kSum, algos::Tuning());
+              }};
+}
 Call BroadcastCall(size_t count, int root) {
   const DataType t = DataType::kFloat32;
   return Call{Fingerprint(Collective::kBroadcast, count, t, ReduceOp::kSum, root), [=](const Context& ctx) {
@@ -159,6 +166,18 @@ TEST(MismatchTest, AllReduceRingZeroCountAgainstNonZero) {
 TEST(MismatchTest, AllReduceRecursiveDoublingCountsDiffer) {
   Outcome o = RunCalls({AllReduceRdCall(10), AllReduceRdCall(10), AllReduceRdCall(10), AllReduceRdCall(11)});
   ExpectMismatchNaming(o, "all_reduce(count=10, float32, sum)", "all_reduce(count=11, float32, sum)");
+}
+
+// The odd rank out is a leaf of one tree and forwards in the other; count 0 still
+// sends an empty chunk up each tree.
+TEST(MismatchTest, AllReduceTreeCountsDiffer) {
+  Outcome o = RunCalls({AllReduceTreeCall(10), AllReduceTreeCall(10), AllReduceTreeCall(10), AllReduceTreeCall(11)});
+  ExpectMismatchNaming(o, "all_reduce(count=10, float32, sum)", "all_reduce(count=11, float32, sum)");
+}
+
+TEST(MismatchTest, AllReduceTreeZeroCountAgainstNonZero) {
+  Outcome o = RunCalls({AllReduceTreeCall(5), AllReduceTreeCall(0), AllReduceTreeCall(5)});
+  ExpectMismatchNaming(o, "all_reduce(count=0, float32, sum)", "all_reduce(count=5, float32, sum)");
 }
 
 TEST(MismatchTest, BroadcastAgainstAllReduce) {

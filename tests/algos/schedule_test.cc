@@ -269,6 +269,69 @@ TEST(SelectorTest, MidSizedAllReducesOnLargeWorldsTakeRabenseifner) {
   EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kRabenseifner));
 }
 
+// The double binary tree: on large worlds of one host over TCP it takes the calls above
+// Rabenseifner's two chunks, where the ring's 2(n-1) latencies dominate, and mid-sized
+// calls on a world far from a power of two (no fold); recursive doubling keeps small
+// calls (half the steps), the ring large calls on few ranks. Its chunks are the
+// model's and the algorithm's alike. Forced, it runs every world size; it does not stream.
+TEST(SelectorTest, LargeWorldsTakeTheTreeAboveRabenseifner) {
+  const Selector s;
+  const Choice big = s.Choose(Collective::kAllReduce, 8 << 20, 1024);
+  EXPECT_EQ(big.algorithm, Algorithm::kTree) << big.reason;
+  EXPECT_NE(big.reason.find(", tree "), std::string::npos) << big.reason;
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 512 << 10, 1000).algorithm, Algorithm::kTree);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 8, 1000).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 64 << 20, 16).algorithm, Algorithm::kRing);
+  const CostModel m;
+  // The chunk: between kTreeMinChunkBytes and the tuning's, growing with the size.
+  EXPECT_EQ(TreeChunkBytes(100, 1024, 512 << 10), kTreeMinChunkBytes);
+  EXPECT_EQ(TreeChunkBytes(size_t{1} << 30, 2, 512 << 10), size_t{512} << 10);
+  EXPECT_LT(TreeChunkBytes(1 << 20, 1024, 512 << 10), TreeChunkBytes(4 << 20, 1024, 512 << 10));
+  EXPECT_EQ(TreeChunkBytes(1 << 20, 1024, 100), 100u);
+
+  // Between many hosts, each its own link, the hierarchical all-reduce's step may be the
+  // tree; between few, never (the ring's bytes with more steps).
+  EXPECT_EQ(m.AcrossHosts(4 << 20, 1000, 1).first, Algorithm::kTree);
+  EXPECT_NE(m.AcrossHosts(4 << 20, 4, 1).first, Algorithm::kTree);
+
+  SelectorConfig forced;
+  forced.forced = ParseAlgorithm("tree").value();
+  EXPECT_EQ(Selector::Create(forced)->Choose(Collective::kAllReduce, 8, 3).algorithm, Algorithm::kTree);
+  EXPECT_EQ(Selector::Create(forced)->Choose(Collective::kReduce, 8, 3).algorithm, Algorithm::kTree);
+  EXPECT_FALSE(Streams(Collective::kAllReduce, Algorithm::kTree));
+  EXPECT_TRUE(Streams(Collective::kReduce, Algorithm::kTree));
+}
+
+// The double tree's links: every rank has at most two children and one parent in each
+// tree, both trees span every rank from their roots (0 and n-1), and a rank with
+// children in one tree has none in the other (but the middle rank of an odd world,
+// a leaf in both).
+TEST(BinaryTreeTest, MirroredTreesShareNoInnerRank) {
+  for (int n = 1; n <= 33; ++n) {
+    for (int mirrored = 0; mirrored < 2; ++mirrored) {
+      std::vector<int> parent_of(n, -2);
+      for (int r = 0; r < n; ++r) {
+        const TreeLinks t = BinaryTree(r, n, mirrored == 1);
+        EXPECT_LE(t.children.size(), 2u);
+        for (int c : t.children) {
+          EXPECT_EQ(BinaryTree(c, n, mirrored == 1).parent, r) << "n=" << n;
+          EXPECT_EQ(BinaryTreeDepth(c, n, mirrored == 1), BinaryTreeDepth(r, n, mirrored == 1) + 1);
+        }
+        parent_of[r] = t.parent;
+      }
+      const int root = mirrored == 1 ? n - 1 : 0;
+      for (int r = 0; r < n; ++r) EXPECT_EQ(parent_of[r] < 0, r == root) << "n=" << n << " rank " << r;
+    }
+    for (int r = 0; r < n; ++r) {
+      const bool inner_a = !BinaryTree(r, n, false).children.empty();
+      const bool inner_b = !BinaryTree(r, n, true).children.empty();
+      EXPECT_FALSE(inner_a && inner_b) << "n=" << n << " rank " << r;
+      const bool middle = n % 2 == 1 && r == n / 2;
+      EXPECT_EQ(inner_a || inner_b, n >= 2 && !middle) << "n=" << n << " rank " << r;
+    }
+  }
+}
+
 // The cost model: all_reduce on 2 hosts x 2 ranks (shared memory within, TCP between)
 // takes recursive doubling for small messages and the hierarchical algorithm for large
 // ones; the reason gives every candidate's prediction. On uneven hosts the

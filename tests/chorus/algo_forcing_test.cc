@@ -1,5 +1,5 @@
 // CHORUS_ALGO through the public API. all_reduce forced to ring, to recursive
-// doubling and to Rabenseifner must all match the scalar reference, and agree bit for
+// doubling, to Rabenseifner and to the tree must all match the scalar reference, and agree bit for
 // bit wherever the result does not depend on the order of the reduction (integers,
 // MAX/MIN), on every dtype x op, on sizes on both sides of the automatic threshold,
 // on world sizes 2..5 (3 and 5 make the log-step ones fold extra ranks in). The
@@ -60,7 +60,7 @@ void ExpectNamedSomewhere(const std::vector<RankExit>& exits) {
 
 // The algorithms compared, the first being the one the others must agree with.
 constexpr algos::Algorithm kCompared[] = {algos::Algorithm::kRing, algos::Algorithm::kRecursiveDoubling,
-                                          algos::Algorithm::kRabenseifner};
+                                          algos::Algorithm::kRabenseifner, algos::Algorithm::kTree};
 
 // options: one per kCompared, made in the parent (each names its own rendezvous file).
 int CompareRank(int rank, const std::vector<Options>& options) {
@@ -121,7 +121,7 @@ int CompareRank(int rank, const std::vector<Options>& options) {
 
 class ForcedAlgorithms : public ::testing::TestWithParam<int> {};
 
-TEST_P(ForcedAlgorithms, RingRecursiveDoublingAndRabenseifnerAgreeWithTheReference) {
+TEST_P(ForcedAlgorithms, RingRecursiveDoublingRabenseifnerAndTreeAgreeWithTheReference) {
   const int n = GetParam();
   std::vector<Options> options;
   for (algos::Algorithm a : kCompared) options.push_back(ForcedOptions(a));
@@ -154,6 +154,17 @@ TEST(ForcedAlgorithmRuns, RabenseifnerOnASmallAndALargeCall) {
       auto comm = Communicator::Create(o);
       RANK_OK(comm.status());
       return ExpectAlgorithmNamed(**comm, count, "rabenseifner");
+    }));
+  }
+}
+
+TEST(ForcedAlgorithmRuns, TreeOnASmallAndALargeCall) {
+  const Options o = ForcedOptions(algos::Algorithm::kTree);
+  for (size_t count : {size_t{10}, size_t{300000}}) {
+    ExpectNamedSomewhere(RunRanks(3, [&](int) {
+      auto comm = Communicator::Create(o);
+      RANK_OK(comm.status());
+      return ExpectAlgorithmNamed(**comm, count, "tree");
     }));
   }
 }
@@ -236,10 +247,10 @@ TEST(ForcedAlgorithmsEnv, VariableForcesRecursiveDoubling) {
   ExpectNamedSomewhere(exits);
 }
 
-// An algorithm that does not run all_reduce (tree) leaves all_reduce to the size
-// rule; the collectives it does apply to still work.
+// An algorithm that does not run all_reduce or reduce (chain) leaves them to the cost
+// model; the collective it does apply to still works.
 TEST(ForcedAlgorithmsEnv, InapplicableAlgorithmIsIgnored) {
-  const Options o = ForcedOptions(algos::Algorithm::kTree);
+  const Options o = ForcedOptions(algos::Algorithm::kChain);
   auto exits = RunRanks(2, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
