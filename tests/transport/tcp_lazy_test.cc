@@ -224,6 +224,59 @@ TEST(TcpLazy, APeerThatNeverListenedIsNamed) {
   }
 }
 
+// A peer listens from before it publishes its address until its transport is gone: a
+// dial refused (the peer died) or taken but unanswered (the peer is stopped) fails
+// after CHORUS_PEER_TIMEOUT naming it, as a silent mesh peer does, not after the far
+// longer connect timeout (the test would run out first).
+TEST(TcpLazy, ADeadOrStoppedPeerFailsAtThePeerTimeout) {
+  for (const bool dead : {true, false}) {
+    std::string address;
+    Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address);
+    ASSERT_TRUE(listening.ok());
+    if (dead) listening.value().reset();
+    TcpOptions o;
+    o.connect = ConnectMode::kLazy;
+    o.connect_timeout_ms = 60 * 60 * 1000;
+    o.peer_timeout_ms = 300;
+    auto t = TcpTransport::Listen(1, 2, 5, o);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(t.value()->Connect({{address, "peer-host"}, {t.value()->address(), "host1"}}, Soon()).ok());
+    int x = 0;
+    Status st = t.value()->Recv(0, 1, &x, sizeof(x))->Wait(Soon());
+    EXPECT_FALSE(st.ok());
+    for (const std::string& want :
+         {std::string("rank 0"), std::string("peer-host"), std::string("CHORUS_PEER_TIMEOUT")}) {
+      EXPECT_NE(st.message().find(want), std::string::npos) << (dead ? "dead: " : "stopped: ") << st.message();
+    }
+  }
+}
+
+// An Abort ends a dial in flight (the peer took the connection and says nothing): the
+// request fails with the abort's reason, not at a deadline.
+TEST(TcpLazy, AnAbortEndsADialInFlight) {
+  std::string silent;
+  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &silent);
+  ASSERT_TRUE(listening.ok());
+  TcpOptions o;
+  o.connect = ConnectMode::kLazy;
+  o.connect_timeout_ms = 60 * 60 * 1000;
+  o.peer_timeout_ms = 60 * 60 * 1000;
+  auto t = TcpTransport::Listen(0, 2, 5, o);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t.value()->Connect({{t.value()->address(), "host0"}, {silent, "quiet-host"}}, Soon()).ok());
+  Status st;
+  std::thread sender([&] {
+    int x = 1;
+    st = t.value()->Send(1, 1, &x, sizeof(x))->Wait(Soon());
+  });
+  // The dial is in flight once its connection reached the silent listener.
+  Result<UniqueFd> taken = tcp::AcceptTcp(listening.value().get(), Soon());
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  t.value()->Abort(AbortedError("the test gave up"));
+  sender.join();
+  EXPECT_NE(st.message().find("the test gave up"), std::string::npos) << st.message();
+}
+
 // With RLIMIT_NOFILE too low for one more peer's sockets, the request that needed it
 // fails naming the peer and the limit. In a child process: the hard limit cannot be
 // raised back.
