@@ -51,7 +51,7 @@ enum class ConnectMode { kEager, kLazy };
 
 struct TcpOptions {
   EngineKind engine = EngineKind::kEpoll;
-  ConnectMode connect = ConnectMode::kEager;
+  ConnectMode connect = ConnectMode::kLazy;
   int64_t connect_timeout_ms = 5 * 60 * 1000;  // lazy: a peer's sockets are made within this (CHORUS_CONNECT_TIMEOUT)
   int nsockets = 2;                            // sockets per peer; large messages are striped
   int64_t socket_bufsize = 4 << 20;            // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
