@@ -224,6 +224,41 @@ TEST(TcpLazy, APeerThatNeverListenedIsNamed) {
   }
 }
 
+// The handshake's refusals, now met at a first request rather than at Connect: a
+// wrong communicator id or a job secret on one side fails both sides' requests, each
+// naming what differs (tcp_transport_test checks the mesh's Connect alike).
+TEST(TcpLazy, AWrongCommunicatorOrSecretFailsBothSidesNamingIt) {
+  struct Case {
+    uint64_t id0, id1;
+    std::string secret0, want0, want1;
+  };
+  for (const Case& c : {Case{0x1111, 0x2222, "", "1111", "2222"}, Case{9, 9, "open sesame", "rank 0", "job secret"}}) {
+    std::vector<std::unique_ptr<TcpTransport>> t;
+    std::vector<PeerAddress> addrs;
+    for (int r = 0; r < 2; ++r) {
+      TcpOptions o;
+      o.connect = ConnectMode::kLazy;
+      if (r == 0 && !c.secret0.empty()) o.secret = JobSecret(c.secret0);
+      auto x = TcpTransport::Listen(r, 2, r == 0 ? c.id0 : c.id1, o);
+      ASSERT_TRUE(x.ok()) << x.status().ToString();
+      addrs.push_back({x.value()->address(), "host" + std::to_string(r)});
+      t.push_back(std::move(x.value()));
+    }
+    for (auto& x : t) ASSERT_TRUE(x->Connect(addrs, Soon()).ok());
+    int a = 1, b = 0;
+    Status s0;
+    std::thread r0([&] { s0 = t[0]->Recv(1, 1, &b, sizeof(b))->Wait(Soon()); });
+    Status s1 = t[1]->Send(0, 1, &a, sizeof(a))->Wait(Soon());
+    r0.join();
+    for (const Status& st : {s0, s1}) {
+      EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.ToString();
+      EXPECT_NE(st.message().find(c.want0), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find(c.want1), std::string::npos) << st.message();
+    }
+    EXPECT_EQ(t[0]->connected_peers() + t[1]->connected_peers(), 0);
+  }
+}
+
 // A peer listens from before it publishes its address until its transport is gone: a
 // dial refused (the peer died) or taken but unanswered (the peer is stopped) fails
 // after CHORUS_PEER_TIMEOUT naming it, as a silent mesh peer does, not after the far
