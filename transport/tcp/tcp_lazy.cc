@@ -61,15 +61,20 @@ Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fd
   // The peer listens from before it published its address until its transport is gone,
   // and its acceptor answers at once: a peer that refuses, or takes the connection but
   // says nothing, for CHORUS_PEER_TIMEOUT is dead or stopped, as a silent mesh peer is.
-  const Deadline silent_by = deadline.Earlier(Deadline::AfterMs(opts_.peer_timeout_ms));
   for (int i = 0; i < socks_per_peer_; ++i) {
-    Result<UniqueFd> fd = tcp::ConnectTcp(peers_[peer].address, opts_.socket_bufsize, deadline, silent_by);
+    // The peer's kernel completes the connection without it: one not made within the
+    // peer timeout (a cut link, a host gone) fails as a refused one does.
+    const Deadline silent_by = deadline.Earlier(Deadline::AfterMs(opts_.peer_timeout_ms));
+    Result<UniqueFd> fd = tcp::ConnectTcp(peers_[peer].address, opts_.socket_bufsize, silent_by, silent_by);
     if (!fd.ok()) {
-      return fd.status().WithContext(me + ": connecting to " + desc +
-                                     (fd.status().message().find("refused") != std::string::npos
-                                          ? " (refused for " + std::to_string(opts_.peer_timeout_ms) +
-                                                " ms: its process or communicator is gone; CHORUS_PEER_TIMEOUT)"
-                                          : ""));
+      const bool refused = fd.status().message().find("refused") != std::string::npos;
+      const bool timed_out = fd.status().code() == StatusCode::kTimeout;
+      return fd.status().WithContext(
+          me + ": connecting to " + desc +
+          (refused || timed_out ? std::string(refused ? " (refused" : " (no connection") + " within " +
+                                      std::to_string(std::min(opts_.connect_timeout_ms, opts_.peer_timeout_ms)) +
+                                      " ms: its process, communicator or host is gone; CHORUS_PEER_TIMEOUT)"
+                                : std::string()));
     }
     {
       // An abort from now on shuts this socket down, which ends the handshake's wait.
