@@ -251,9 +251,10 @@ const std::vector<Setting>& Table() {
                      "`auto` = `epoll`, driven by the threads that wait (lowest latency); `uring`: io_uring with "
                      "its own engine thread"));
     t.push_back(Mode("CHORUS_TCP_CONNECT", &Config::tcp_connect, kTcpConnects,
-                     "`eager`: every pair of ranks connects at set-up (a full mesh); `lazy`: a pair connects the "
-                     "first time a call needs it, within `CHORUS_CONNECT_TIMEOUT` (fewer sockets where the "
-                     "algorithms talk to few peers); every rank must agree"));
+                     "`lazy`: a pair connects the first time a call needs it, within `CHORUS_CONNECT_TIMEOUT` "
+                     "(sockets only to the peers the algorithms talk to: 2 for a ring, log2 n for recursive "
+                     "doubling); `eager`: every pair of ranks connects at set-up (a full mesh); every rank must "
+                     "agree"));
     t.push_back(Int("CHORUS_NSOCKS_PERPEER", "integer", &Config::nsocks_per_peer, 1, 64,
                     "TCP sockets per peer and channel; large messages are striped over them"));
     t.push_back(Int("CHORUS_TCP_LANES", "integer", &Config::tcp_lanes, 0, 8,

@@ -58,7 +58,7 @@ struct Config {
   CudaIpcSync cuda_ipc_sync = CudaIpcSync::kFlags;          // CHORUS_CUDA_IPC_SYNC
   StagingSync staging_sync = StagingSync::kSignals;         // CHORUS_STAGING_SYNC
   TcpEngine tcp_engine = TcpEngine::kAuto;                  // CHORUS_TCP_ENGINE
-  TcpConnect tcp_connect = TcpConnect::kEager;              // CHORUS_TCP_CONNECT
+  TcpConnect tcp_connect = TcpConnect::kLazy;               // CHORUS_TCP_CONNECT
   int nsocks_per_peer = 2;                                  // CHORUS_NSOCKS_PERPEER
   int tcp_lanes = 0;                                        // CHORUS_TCP_LANES
   int64_t socket_bufsize = 4 << 20;                         // CHORUS_SOCKET_BUFSIZE

@@ -224,6 +224,94 @@ TEST(TcpLazy, APeerThatNeverListenedIsNamed) {
   }
 }
 
+// The handshake's refusals, now met at a first request rather than at Connect: a
+// wrong communicator id or a job secret on one side fails both sides' requests, each
+// naming what differs (tcp_transport_test checks the mesh's Connect alike).
+TEST(TcpLazy, AWrongCommunicatorOrSecretFailsBothSidesNamingIt) {
+  struct Case {
+    uint64_t id0, id1;
+    std::string secret0, want0, want1;
+  };
+  for (const Case& c : {Case{0x1111, 0x2222, "", "1111", "2222"}, Case{9, 9, "open sesame", "rank 0", "job secret"}}) {
+    std::vector<std::unique_ptr<TcpTransport>> t;
+    std::vector<PeerAddress> addrs;
+    for (int r = 0; r < 2; ++r) {
+      TcpOptions o;
+      o.connect = ConnectMode::kLazy;
+      if (r == 0 && !c.secret0.empty()) o.secret = JobSecret(c.secret0);
+      auto x = TcpTransport::Listen(r, 2, r == 0 ? c.id0 : c.id1, o);
+      ASSERT_TRUE(x.ok()) << x.status().ToString();
+      addrs.push_back({x.value()->address(), "host" + std::to_string(r)});
+      t.push_back(std::move(x.value()));
+    }
+    for (auto& x : t) ASSERT_TRUE(x->Connect(addrs, Soon()).ok());
+    int a = 1, b = 0;
+    Status s0;
+    std::thread r0([&] { s0 = t[0]->Recv(1, 1, &b, sizeof(b))->Wait(Soon()); });
+    Status s1 = t[1]->Send(0, 1, &a, sizeof(a))->Wait(Soon());
+    r0.join();
+    for (const Status& st : {s0, s1}) {
+      EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.ToString();
+      EXPECT_NE(st.message().find(c.want0), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find(c.want1), std::string::npos) << st.message();
+    }
+    EXPECT_EQ(t[0]->connected_peers() + t[1]->connected_peers(), 0);
+  }
+}
+
+// A peer listens from before it publishes its address until its transport is gone: a
+// dial refused (the peer died) or taken but unanswered (the peer is stopped) fails
+// after CHORUS_PEER_TIMEOUT naming it, as a silent mesh peer does, not after the far
+// longer connect timeout (the test would run out first).
+TEST(TcpLazy, ADeadOrStoppedPeerFailsAtThePeerTimeout) {
+  for (const bool dead : {true, false}) {
+    std::string address;
+    Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address);
+    ASSERT_TRUE(listening.ok());
+    if (dead) listening.value().reset();
+    TcpOptions o;
+    o.connect = ConnectMode::kLazy;
+    o.connect_timeout_ms = 60 * 60 * 1000;
+    o.peer_timeout_ms = 300;
+    auto t = TcpTransport::Listen(1, 2, 5, o);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(t.value()->Connect({{address, "peer-host"}, {t.value()->address(), "host1"}}, Soon()).ok());
+    int x = 0;
+    Status st = t.value()->Recv(0, 1, &x, sizeof(x))->Wait(Soon());
+    EXPECT_FALSE(st.ok());
+    for (const std::string& want :
+         {std::string("rank 0"), std::string("peer-host"), std::string("CHORUS_PEER_TIMEOUT")}) {
+      EXPECT_NE(st.message().find(want), std::string::npos) << (dead ? "dead: " : "stopped: ") << st.message();
+    }
+  }
+}
+
+// An Abort ends a dial in flight (the peer took the connection and says nothing): the
+// request fails with the abort's reason, not at a deadline.
+TEST(TcpLazy, AnAbortEndsADialInFlight) {
+  std::string silent;
+  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &silent);
+  ASSERT_TRUE(listening.ok());
+  TcpOptions o;
+  o.connect = ConnectMode::kLazy;
+  o.connect_timeout_ms = 60 * 60 * 1000;
+  o.peer_timeout_ms = 60 * 60 * 1000;
+  auto t = TcpTransport::Listen(0, 2, 5, o);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t.value()->Connect({{t.value()->address(), "host0"}, {silent, "quiet-host"}}, Soon()).ok());
+  Status st;
+  std::thread sender([&] {
+    int x = 1;
+    st = t.value()->Send(1, 1, &x, sizeof(x))->Wait(Soon());
+  });
+  // The dial is in flight once its connection reached the silent listener.
+  Result<UniqueFd> taken = tcp::AcceptTcp(listening.value().get(), Soon());
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  t.value()->Abort(AbortedError("the test gave up"));
+  sender.join();
+  EXPECT_NE(st.message().find("the test gave up"), std::string::npos) << st.message();
+}
+
 // With RLIMIT_NOFILE too low for one more peer's sockets, the request that needed it
 // fails naming the peer and the limit. In a child process: the hard limit cannot be
 // raised back.

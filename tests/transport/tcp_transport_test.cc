@@ -29,6 +29,7 @@ class TcpTransportTest : public ::testing::TestWithParam<std::string> {
 TEST_P(TcpTransportTest, WrongCommunicatorIdIsRefusedNamingBothIds) {
   TcpOptions o;
   o.engine = Engine();
+  o.connect = ConnectMode::kEager;  // the mesh's set-up handshake: Connect itself refuses
   auto a = TcpTransport::Listen(0, 2, 0x1111, o);
   auto b = TcpTransport::Listen(1, 2, 0x2222, o);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -48,6 +49,7 @@ TEST_P(TcpTransportTest, WrongCommunicatorIdIsRefusedNamingBothIds) {
 TEST_P(TcpTransportTest, JobSecretOnOneSideIsRefusedSayingWhichOnBothSides) {
   TcpOptions with, without;
   with.engine = without.engine = Engine();
+  with.connect = without.connect = ConnectMode::kEager;  // the mesh's set-up handshake: Connect itself refuses
   with.secret = JobSecret("open sesame");
   auto a = TcpTransport::Listen(0, 2, 9, with);
   auto b = TcpTransport::Listen(1, 2, 9, without);
@@ -69,6 +71,7 @@ TEST_P(TcpTransportTest, JobSecretOnOneSideIsRefusedSayingWhichOnBothSides) {
 TEST_P(TcpTransportTest, StrangersWithoutTheSecretAreDroppedAndTheRealPeerStillConnects) {
   TcpOptions o;
   o.engine = Engine();
+  o.connect = ConnectMode::kEager;  // the mesh's set-up handshake: Connect drops strangers
   o.secret = JobSecret("open sesame");
   TcpOptions wrong = o, none = o;
   wrong.secret = JobSecret("open barley");

@@ -10,6 +10,8 @@
 // acceptor wait for it instead of dialing. A socket carries data only once its verdict
 // is known: the engines get a peer's sockets after every one of them was accepted.
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -56,14 +58,42 @@ Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fd
                                         " sockets x " + std::to_string(socks_per_peer_ / opts_.nsockets) + " channels",
                                     "use fewer sockets (CHORUS_NSOCKS_PERPEER, CHORUS_TCP_LANES)"));
   const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_, opts_.secret, /*lazy=*/true};
+  // The peer listens from before it published its address until its transport is gone,
+  // and its acceptor answers at once: a peer that refuses, or takes the connection but
+  // says nothing, for CHORUS_PEER_TIMEOUT is dead or stopped, as a silent mesh peer is.
   for (int i = 0; i < socks_per_peer_; ++i) {
-    Result<UniqueFd> fd = tcp::ConnectTcp(peers_[peer].address, opts_.socket_bufsize, deadline);
-    if (!fd.ok()) return fd.status().WithContext(me + ": connecting to " + desc);
+    // The peer's kernel completes the connection without it: one not made within the
+    // peer timeout (a cut link, a host gone) fails as a refused one does.
+    const Deadline silent_by = deadline.Earlier(Deadline::AfterMs(opts_.peer_timeout_ms));
+    Result<UniqueFd> fd = tcp::ConnectTcp(peers_[peer].address, opts_.socket_bufsize, silent_by, silent_by);
+    if (!fd.ok()) {
+      const bool refused = fd.status().message().find("refused") != std::string::npos;
+      const bool timed_out = fd.status().code() == StatusCode::kTimeout;
+      return fd.status().WithContext(
+          me + ": connecting to " + desc +
+          (refused || timed_out ? std::string(refused ? " (refused" : " (no connection") + " within " +
+                                      std::to_string(std::min(opts_.connect_timeout_ms, opts_.peer_timeout_ms)) +
+                                      " ms: its process, communicator or host is gone; CHORUS_PEER_TIMEOUT)"
+                                : std::string()));
+    }
+    {
+      // An abort from now on shuts this socket down, which ends the handshake's wait.
+      std::lock_guard<std::mutex> lock(link_mu_);
+      if (!link_abort_.ok()) return link_abort_;
+      links_[peer].dial_fd = fd.value().get();
+    }
     bool was_crossed = false;
-    Status st = tcp::ConnectorHandshake(fd.value().get(), self, peer, i, desc, deadline, &was_crossed);
+    Status st = tcp::ConnectorHandshake(fd.value().get(), self, peer, i, desc,
+                                        deadline.Earlier(Deadline::AfterMs(opts_.peer_timeout_ms)), &was_crossed);
+    {
+      std::lock_guard<std::mutex> lock(link_mu_);
+      links_[peer].dial_fd = -1;
+      if (!link_abort_.ok()) return link_abort_;
+    }
     if (st.code() == StatusCode::kTimeout) {
-      return st.WithContext(me + ": " + desc + " did not answer within " + std::to_string(opts_.connect_timeout_ms) +
-                            " ms (CHORUS_CONNECT_TIMEOUT)");
+      return st.WithContext(me + ": " + desc + " did not answer within " +
+                            std::to_string(std::min(opts_.connect_timeout_ms, opts_.peer_timeout_ms)) +
+                            " ms (CHORUS_CONNECT_TIMEOUT, CHORUS_PEER_TIMEOUT)");
     }
     CHORUS_RETURN_IF_ERROR(st);
     if (was_crossed) {
@@ -75,6 +105,14 @@ Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fd
     fds->push_back(std::move(fd.value()));
   }
   return Status::Ok();
+}
+
+void TcpTransport::StopDialsLocked(const Status& reason) {
+  if (link_abort_.ok()) link_abort_ = reason;
+  for (Link& link : links_) {
+    if (link.dial_fd >= 0) ::shutdown(link.dial_fd, SHUT_RDWR);
+  }
+  link_cv_.notify_all();
 }
 
 Status TcpTransport::EnsureConnected(int peer) {
@@ -106,21 +144,39 @@ Status TcpTransport::EnsureConnected(int peer) {
         }
         if (crossed) {
           link.state = LinkState::kIncoming;  // the peer dials us: its dial carries the pair
+          link.heard = Clock::now();
           continue;
         }
         HandOverLocked(peer, std::move(fds));
         continue;  // kConnected, or kFailed naming the socket option that failed
       }
       case LinkState::kDialing:  // another of our threads dials
-      case LinkState::kIncoming:
-        if (link_cv_.wait_until(lock, deadline.at()) == std::cv_status::timeout &&
-            link.state != LinkState::kConnected && link.state != LinkState::kFailed && link_abort_.ok()) {
+      case LinkState::kIncoming: {
+        // A peer that dials us brings its sockets at once: one silent for
+        // CHORUS_PEER_TIMEOUT since its last (or since its dial was known) is gone.
+        const auto silent_at = link.heard + std::chrono::milliseconds(opts_.peer_timeout_ms);
+        const bool incoming = link.state == LinkState::kIncoming;
+        const auto until = incoming ? std::min(deadline.at(), silent_at) : deadline.at();
+        if (link_cv_.wait_until(lock, until) == std::cv_status::timeout && link.state == LinkState::kIncoming &&
+            link_abort_.ok() && Clock::now() >= link.heard + std::chrono::milliseconds(opts_.peer_timeout_ms)) {
+          link.state = LinkState::kFailed;
+          link.error = TimeoutError("rank " + std::to_string(rank_) + ": " + PeerDesc(peer) + " began connecting (" +
+                                    std::to_string(link.have) + " of " + std::to_string(socks_per_peer_) +
+                                    " sockets) and brought no more within " + std::to_string(opts_.peer_timeout_ms) +
+                                    " ms (CHORUS_PEER_TIMEOUT)");
+          link.incoming.clear();
+          link_cv_.notify_all();
+          return link.error;
+        }
+        if (deadline.expired() && link.state != LinkState::kConnected && link.state != LinkState::kFailed &&
+            link_abort_.ok()) {
           return TimeoutError("rank " + std::to_string(rank_) + ": no connection with " + PeerDesc(peer) + " within " +
                               std::to_string(opts_.connect_timeout_ms) + " ms (" +
                               (link.state == LinkState::kDialing ? "dialing it" : "waiting for its dial") +
                               "; CHORUS_CONNECT_TIMEOUT)");
         }
         break;
+      }
     }
   }
 }
@@ -135,7 +191,11 @@ tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
     const bool take = link.state == LinkState::kNone || (link.state == LinkState::kIncoming && link.have == 0) ||
                       (link.state == LinkState::kDialing && peer > rank_);
     if (!take) {
-      if (link.state == LinkState::kDialing) return {Admit::kCrossed, {}};
+      // A lower rank dials us only while it has no sockets to us: finding the pair
+      // connected, its dial crossed ours and reached us after ours was done.
+      if (link.state == LinkState::kDialing || (link.state == LinkState::kConnected && peer < rank_)) {
+        return {Admit::kCrossed, {}};
+      }
       return {Admit::kRefuse, "duplicate connection: " + them + " is already connected or connecting"};
     }
     Status room = ReserveFds(socks_per_peer_ - 1,
@@ -149,6 +209,7 @@ tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
       return {Admit::kRefuse, room.message()};
     }
     link.state = LinkState::kIncoming;
+    link.heard = Clock::now();
     link.incoming.clear();
     link.incoming.resize(static_cast<size_t>(socks_per_peer_));
     return {Admit::kAccept, {}};
@@ -162,6 +223,15 @@ tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
 void TcpTransport::AcceptLoop() {
   const tcp::Identity self{comm_id_, rank_, size_, socks_per_peer_, opts_.secret, /*lazy=*/true};
   while (!stop_accepting_.load()) {
+    // An engine that failed (a peer's ABORT, a silent peer) stops this rank's dials and
+    // waits for dials too: they must not outlast the failure until their deadline.
+    for (auto& e : engines_) {
+      if (Status st = e->health(); !st.ok()) {
+        std::lock_guard<std::mutex> lock(link_mu_);
+        if (link_abort_.ok()) StopDialsLocked(st);
+        break;
+      }
+    }
     Result<UniqueFd> fd = tcp::AcceptTcp(listen_fd_.get(), Deadline::AfterMs(kAcceptLookMs));
     if (!fd.ok()) {
       if (fd.status().code() != StatusCode::kTimeout && !stop_accepting_.load()) {
@@ -188,6 +258,7 @@ void TcpTransport::AcceptLoop() {
     Link& link = links_[a->peer];
     if (link.state != LinkState::kIncoming) continue;  // failed or aborted meanwhile
     link.incoming[a->index] = std::move(fd.value());
+    link.heard = Clock::now();
     if (++link.have == socks_per_peer_) HandOverLocked(a->peer, std::move(link.incoming));
   }
 }

@@ -270,8 +270,7 @@ void TcpTransport::Abort(const Status& reason) {
   if (!engines_.empty() && opts_.connect == ConnectMode::kLazy) {
     // Dials and waits for a peer's dial stop; later dials are refused with the reason.
     std::lock_guard<std::mutex> lock(link_mu_);
-    if (link_abort_.ok()) link_abort_ = reason;
-    link_cv_.notify_all();
+    StopDialsLocked(reason);
   }
   if (!engines_.empty()) {
     for (auto& e : engines_) e->Abort(reason);

@@ -1,7 +1,8 @@
-// chorus's TCP transport: a full mesh of `nsockets` TCP connections per peer and
-// channel (ConnectMode::kLazy: to the peers some request needed), each channel driven
-// by its own progress engine (epoll, driven by the waiting threads; or io_uring). The
-// wire format is in wire.h, the matching and failure rules in engine.h.
+// chorus's TCP transport: `nsockets` TCP connections per peer and channel (to the
+// peers some request needed, ConnectMode::kLazy, the default; kEager: a full mesh at
+// Connect), each channel driven by its own progress engine (epoll, driven by the
+// waiting threads; or io_uring). The wire format is in wire.h, the matching and
+// failure rules in engine.h.
 //
 // Channels: one engine moves bytes at what one core copies (loopback TCP copies every
 // byte twice, into and out of the kernel). With several channels, channel 0 carries the
@@ -50,7 +51,7 @@ enum class ConnectMode { kEager, kLazy };
 
 struct TcpOptions {
   EngineKind engine = EngineKind::kEpoll;
-  ConnectMode connect = ConnectMode::kEager;
+  ConnectMode connect = ConnectMode::kLazy;
   int64_t connect_timeout_ms = 5 * 60 * 1000;  // lazy: a peer's sockets are made within this (CHORUS_CONNECT_TIMEOUT)
   int nsockets = 2;                            // sockets per peer; large messages are striped
   int64_t socket_bufsize = 4 << 20;            // SO_SNDBUF/SO_RCVBUF (0 = kernel default)
@@ -85,8 +86,9 @@ class TcpTransport final : public Transport {
 
   // "ip:port" to publish through the bootstrap.
   std::string address() const { return address_; }
-  // Connects the mesh (the higher rank of each pair connects, the lower accepts) with
-  // the fewest channels any rank wants, and starts an engine per channel. `peers` is indexed
+  // Eager: connects the mesh (the higher rank of each pair connects, the lower accepts);
+  // lazy: records whom to dial. Either way agrees the fewest channels any rank wants,
+  // and starts an engine per channel. `peers` is indexed
   // by rank; the address of this rank's entry is ignored.
   Status Connect(const std::vector<PeerAddress>& peers, Deadline deadline);
   // "io_uring" or "epoll" once connected.
@@ -131,7 +133,9 @@ class TcpTransport final : public Transport {
     LinkState state = LinkState::kNone;
     std::vector<tcp::UniqueFd> incoming;  // kIncoming: the sockets accepted so far, by index
     int have = 0;
-    Status error;  // kFailed
+    Status error;             // kFailed
+    int dial_fd = -1;         // the socket our dial is handshaking on (an abort shuts it down)
+    Clock::time_point heard;  // kIncoming: when the peer's dial last brought a socket
   };
   Status ConnectLazy(const std::vector<PeerAddress>& peers, int channels);
   // Makes the sockets to `peer` unless there are some: returns once the engines have them,
@@ -139,6 +143,8 @@ class TcpTransport final : public Transport {
   Status EnsureConnected(int peer);
   Status Dial(int peer, Deadline deadline, std::vector<tcp::UniqueFd>* fds, bool* crossed);
   void AcceptLoop();
+  // Records the abort's reason (the first one), ends dials in flight and wakes waiters.
+  void StopDialsLocked(const Status& reason);
   tcp::Admission AdmitLocked(int peer, int index);
   // Hands `fds` to the engines (socket channel x nsockets + i to channel's engine).
   void HandOverLocked(int peer, std::vector<tcp::UniqueFd> fds);
