@@ -18,6 +18,9 @@ constexpr LinkCost kLinkCosts[] = {/* shm  */ {1.2, 10.0},
                                    /* rdma */ {4.0, 10.0}};
 // Element-wise reduction, GB/s of input reduced.
 constexpr double kReduceGbps = 8.0;
+// Chunks of the whole message up to which Rabenseifner is weighed (measured faster than
+// the ring at 2 MiB on 4 and 8 ranks, even at 16 MiB: docs/design/cost_model.md).
+constexpr double kRabenseifnerMaxChunks = 4;
 
 double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
 
@@ -79,9 +82,9 @@ double TreeAllReduceUs(int n, double s, const LinkCost& l, size_t max_chunk) {
 }  // namespace
 
 double CostModel::RabenseifnerUs(int n, double s, const LinkCost& l) const {
-  // Weighed while its first halves fit a chunk: above, each of its whole-half steps
-  // reduces only after its transfer, where the ring's chunks overlap the two.
-  if (s / 2 > static_cast<double>(chunk_bytes)) return -1;
+  // Above, each of its whole-half steps reduces only after its transfer, where the
+  // ring's chunks overlap the two, and neither formula counts that.
+  if (s > kRabenseifnerMaxChunks * static_cast<double>(chunk_bytes)) return -1;
   return AllReduceRabenseifner(n, s, l);
 }
 

@@ -41,7 +41,7 @@ struct CostModel {
 
   // Predicted microseconds of collective `c` of `bytes` (as Selector::Choose counts
   // them) by algorithm `a` on `world_size` ranks; negative where `a` cannot run it
-  // there, or is not weighed for it (Rabenseifner above twice a chunk). A world other than the topology's is taken as
+  // there, or is not weighed for it (Rabenseifner above four chunks). A world other than the topology's is taken as
   // one host of `intra` links.
   double PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const;
   // The links' costs the predictions use: the overrides where set, else the table's.
@@ -56,7 +56,7 @@ struct CostModel {
  private:
   double PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const;
   // Rabenseifner's all-reduce of `s` bytes among `n` ranks over `l`; negative where it is
-  // not weighed (above two chunks).
+  // not weighed (above four chunks).
   double RabenseifnerUs(int n, double s, const LinkCost& l) const;
 };
 

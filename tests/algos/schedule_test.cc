@@ -236,7 +236,7 @@ TEST(SelectorTest, SmallAllGathersOnPowerOfTwoWorldsTakeRecursiveDoubling) {
 
 // all_reduce on one host over TCP: Rabenseifner's 2 log2 n latencies and ring's bytes
 // win at mid sizes on large worlds; recursive doubling keeps the small calls, the
-// pipelined ring calls of more than two chunks, and a world just past a power of two
+// pipelined ring calls of more than four chunks, and a world just past a power of two
 // pays two whole-vector transfers to fold, so the ring keeps it. Forced, it runs every
 // world size, and it does not stream.
 TEST(SelectorTest, MidSizedAllReducesOnLargeWorldsTakeRabenseifner) {
@@ -251,6 +251,8 @@ TEST(SelectorTest, MidSizedAllReducesOnLargeWorldsTakeRabenseifner) {
   EXPECT_EQ(s.Choose(Collective::kAllReduce, 64 << 20, 64).algorithm, Algorithm::kRing);
   const CostModel m;
   EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 64 << 20, 64), 0);
+  EXPECT_GT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 2 << 20, 64), 0);  // four chunks
+  EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 4 << 20, 64), 0);
   EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 1 << 20, 64),
             m.PredictUs(Collective::kAllReduce, Algorithm::kRing, 1 << 20, 64));
   EXPECT_LT(m.PredictUs(Collective::kAllReduce, Algorithm::kRabenseifner, 1 << 20, 64),
@@ -270,7 +272,7 @@ TEST(SelectorTest, MidSizedAllReducesOnLargeWorldsTakeRabenseifner) {
 }
 
 // The double binary tree: on large worlds of one host over TCP it takes the calls above
-// Rabenseifner's two chunks, where the ring's 2(n-1) latencies dominate, and mid-sized
+// Rabenseifner's four chunks, where the ring's 2(n-1) latencies dominate, and mid-sized
 // calls on a world far from a power of two (no fold); recursive doubling keeps small
 // calls (half the steps), the ring large calls on few ranks. Its chunks are the
 // model's and the algorithm's alike. Forced, it runs every world size; it does not stream.

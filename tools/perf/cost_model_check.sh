@@ -57,8 +57,8 @@ trap cleanup EXIT
 # The algorithms CHORUS_ALGO can force for a collective.
 forced_for() {
   case "$1" in
-    all_reduce) echo "ring recursive_doubling hierarchical" ;;
-    broadcast) echo "tree chain" ;;
+    all_reduce) echo "ring recursive_doubling rabenseifner tree hierarchical" ;;
+    broadcast) echo "tree chain scatter_allgather" ;;
     all_gather) echo "ring recursive_doubling" ;;
   esac
 }
