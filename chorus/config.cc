@@ -232,8 +232,8 @@ const std::vector<Setting>& Table() {
                      "too small for the rings falls back to TCP, saying so"));
     t.push_back(Mode("CHORUS_SHM_SINGLE_COPY", &Config::shm_single_copy, kShmSingleCopies,
                      "large shared-memory messages read straight from the sender (`process_vm_readv`) instead of "
-                     "copied through a ring twice: `auto` and `on` wherever the sender's process allows it, `off` "
-                     "never"));
+                     "copied through a ring twice: `auto` wherever the sender's process allows it and the "
+                     "host has a core per rank, `on` wherever allowed, `off` never"));
     t.push_back(Text("CHORUS_IB_HCA", &Config::ib_hca, "(first active port)", "`mlx5_0` or `mlx5_0:1`",
                      "RDMA device and port"));
     t.push_back(Int("CHORUS_IB_GID_INDEX", "integer", &Config::ib_gid_index, -1, 1 << 16,

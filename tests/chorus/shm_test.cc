@@ -232,8 +232,8 @@ TEST(Shm, HostsToldApartShareNoMemory) {
   }));
 }
 
-// CHORUS_SHM_SINGLE_COPY=auto between processes: every pair reads the other's memory,
-// and large messages among 4 ranks arrive intact.
+// CHORUS_SHM_SINGLE_COPY=auto between processes: every pair reads the other's memory
+// (through the rings where 4 ranks outnumber the cores), and large messages arrive intact.
 TEST(Shm, AutoSingleCopyCarriesLargeMessagesBetweenManyPeers) {
   ShmDir dir;
   ASSERT_FALSE(dir.path().empty());

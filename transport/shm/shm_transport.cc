@@ -174,6 +174,9 @@ Status ShmTransport::Connect(const std::vector<std::string>& paths, const std::v
 bool ShmTransport::SingleCopyFrom(const Peer& p) {
   if (opts_.single_copy == SingleCopy::kOff) return false;
   if (p.pid == getpid()) return opts_.single_copy == SingleCopy::kOn;
+  // Where ranks outnumber cores, a send that waits for its reader to be scheduled costs
+  // more than the rings, which let the sender finish on its own.
+  if (opts_.single_copy == SingleCopy::kAuto && opts_.crowded) return false;
   // Can we read the peer? Its segment's first word, through the peer's own address.
   uint64_t word = 0;
   struct iovec local = {&word, sizeof(word)};

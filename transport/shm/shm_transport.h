@@ -59,7 +59,8 @@ constexpr uint64_t kLargeMinBytes = 32 << 10;
 constexpr size_t kShmEarlyInlineBytes = 256;
 
 // Large messages read straight from the sender's memory: from every other process that
-// allows it (auto), also between threads of one process (on, for tests), never (off).
+// allows it unless this host runs more ranks than cores (auto), from every process that
+// allows it and between threads of one process (on), never (off).
 // docs/design/shm_transport.md says why auto does not time the read against the rings.
 enum class SingleCopy { kAuto, kOn, kOff };
 
