@@ -73,9 +73,9 @@ inline int BinaryTreeDepth(int rank, int n, bool mirrored) {
 inline int TreeSendsPerChunk(int n) { return n <= 2 ? 2 : n <= 4 ? 3 : 4; }
 
 // The tree all-reduce's chunk for `bytes` per tree on n ranks: a call takes about
-// 2 depth + C - 1 chunk times for C chunks, each a latency plus k chunks over the
-// bandwidth (k = TreeSendsPerChunk), least where a chunk is
-// sqrt(bytes * latency * bandwidth / (k (2 depth - 1))). kTreeLatencyBytes stands for
+// 2 depth + C - 1 chunk times for C chunks, each k messages of a chunk (k =
+// TreeSendsPerChunk), least where a chunk is
+// sqrt(bytes * latency * bandwidth / (2 depth - 1)). kTreeLatencyBytes stands for
 // latency * bandwidth (of the order of 16 KiB on shm and TCP alike, algos/cost_model.cc);
 // at least kTreeMinChunkBytes, at most `max_chunk` (the tuning's).
 constexpr size_t kTreeLatencyBytes = 16 << 10;
@@ -83,7 +83,7 @@ constexpr size_t kTreeMinChunkBytes = 1 << 10;
 inline size_t TreeChunkBytes(size_t bytes, int n, size_t max_chunk) {
   int depth = 0;
   while ((2 << depth) <= n) ++depth;
-  const double per = static_cast<double>(TreeSendsPerChunk(n)) * std::max(1, 2 * depth - 1);
+  const double per = std::max(1, 2 * depth - 1);
   const double best = std::sqrt(static_cast<double>(bytes) * kTreeLatencyBytes / per);
   const size_t chunk = std::max(kTreeMinChunkBytes, static_cast<size_t>(best) / 64 * 64);
   return std::max<size_t>(1, std::min(chunk, max_chunk));

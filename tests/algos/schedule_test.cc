@@ -272,16 +272,19 @@ TEST(SelectorTest, MidSizedAllReducesOnLargeWorldsTakeRabenseifner) {
 }
 
 // The double binary tree: on large worlds of one host over TCP it takes the calls above
-// Rabenseifner's four chunks, where the ring's 2(n-1) latencies dominate, and mid-sized
-// calls on a world far from a power of two (no fold); recursive doubling keeps small
-// calls (half the steps), the ring large calls on few ranks. Its chunks are the
+// Rabenseifner's four chunks, where the ring's 2(n-1) latencies dominate; recursive
+// doubling keeps small calls (half the steps, and each of the tree's carries up to 4
+// messages), Rabenseifner mid-sized ones, the ring large calls on few ranks. Its chunks are the
 // model's and the algorithm's alike. Forced, it runs every world size; it does not stream.
 TEST(SelectorTest, LargeWorldsTakeTheTreeAboveRabenseifner) {
   const Selector s;
   const Choice big = s.Choose(Collective::kAllReduce, 8 << 20, 1024);
   EXPECT_EQ(big.algorithm, Algorithm::kTree) << big.reason;
   EXPECT_NE(big.reason.find(", tree "), std::string::npos) << big.reason;
-  EXPECT_EQ(s.Choose(Collective::kAllReduce, 512 << 10, 1000).algorithm, Algorithm::kTree);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 4 << 20, 1000).algorithm, Algorithm::kTree);
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 512 << 10, 1000).algorithm, Algorithm::kRabenseifner);
+  // On 3 ranks its 2 steps of 3 messages lose to the fold and one exchange (measured).
+  EXPECT_EQ(s.Choose(Collective::kAllReduce, 8, 3).algorithm, Algorithm::kRecursiveDoubling);
   EXPECT_EQ(s.Choose(Collective::kAllReduce, 8, 1000).algorithm, Algorithm::kRecursiveDoubling);
   EXPECT_EQ(s.Choose(Collective::kAllReduce, 64 << 20, 16).algorithm, Algorithm::kRing);
   const CostModel m;
