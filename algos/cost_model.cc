@@ -18,8 +18,8 @@ constexpr LinkCost kLinkCosts[] = {/* shm  */ {1.2, 10.0},
                                    /* rdma */ {4.0, 10.0}};
 // Element-wise reduction, GB/s of input reduced.
 constexpr double kReduceGbps = 8.0;
-// Chunks of the whole message up to which Rabenseifner is weighed (measured faster than
-// the ring at 2 MiB on 4 and 8 ranks, even at 16 MiB: docs/design/cost_model.md).
+// Chunks of the whole message up to which Rabenseifner is weighed (docs/design/cost_model.md
+// says where it was measured against the ring).
 constexpr double kRabenseifnerMaxChunks = 4;
 
 double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
@@ -67,8 +67,7 @@ double AllReduceRabenseifner(int n, double s, const LinkCost& l) {
 // TreeChunkBytes; the last chunk is back down after 2 depth + C - 1 chunk times, each
 // the busiest rank's k messages of a chunk (TreeSendsPerChunk: a rank sends one message
 // at a time, as the binomial broadcast's root) and its reduction of its own chunk with
-// two children's. Each message pays its latency: on 3 ranks the tree's 2 steps of 3
-// messages measured slower than recursive doubling's fold and exchange.
+// two children's. Each message pays its latency.
 double TreeAllReduceUs(int n, double s, const LinkCost& l, size_t max_chunk) {
   if (n < 2) return 0;
   const int depth = FloorLog2(n);

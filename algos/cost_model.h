@@ -41,8 +41,8 @@ struct CostModel {
 
   // Predicted microseconds of collective `c` of `bytes` (as Selector::Choose counts
   // them) by algorithm `a` on `world_size` ranks; negative where `a` cannot run it
-  // there, or is not weighed for it (Rabenseifner above four chunks). A world other than the topology's is taken as
-  // one host of `intra` links.
+  // there, or is not weighed for it (Rabenseifner above four chunks). A world other
+  // than the topology's is taken as one host of `intra` links.
   double PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const;
   // The links' costs the predictions use: the overrides where set, else the table's.
   LinkCost IntraCost() const { return intra_cost.value_or(CostOf(intra)); }

@@ -73,8 +73,9 @@ std::atomic<uint64_t> next_selector_id{1};
 
 bool Streams(Collective c, Algorithm a) {
   // all_reduce's recursive doubling runs on small buffers, whole, Rabenseifner on whole
-  // halves, the tree on both halves at once and broadcast's dissemination on small buffers; the barrier moves no data;
-  // CUDA IPC does not stage; broadcast's scatter-allgather moves whole subtrees' blocks.
+  // halves, the tree on both halves at once and broadcast's dissemination on small
+  // buffers; the barrier moves no data; CUDA IPC does not stage; broadcast's
+  // scatter-allgather moves whole subtrees' blocks.
   return c != Collective::kBarrier && a != Algorithm::kDissemination && a != Algorithm::kCudaIpc &&
          a != Algorithm::kHierarchical && a != Algorithm::kScatterAllGather &&
          !(c == Collective::kAllReduce &&

@@ -151,10 +151,6 @@ Result<UniqueFd> ListenTcp(const std::string& ip, int backlog, int64_t bufsize, 
 }
 
 Result<UniqueFd> ConnectTcp(const std::string& address, int64_t bufsize, Deadline deadline) {
-  return ConnectTcp(address, bufsize, deadline, deadline);
-}
-
-Result<UniqueFd> ConnectTcp(const std::string& address, int64_t bufsize, Deadline deadline, Deadline refused_by) {
   Result<SockAddr> addr = ParseHostPort(address);
   if (!addr.ok()) return addr.status();
   int backoff_ms = 1;
@@ -177,9 +173,7 @@ Result<UniqueFd> ConnectTcp(const std::string& address, int64_t bufsize, Deadlin
     // A peer that published its address is listening, but a full backlog or a
     // racing start can still refuse: retry with backoff until the deadline.
     bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET;
-    if (!retry || deadline.expired() || (err == ECONNREFUSED && refused_by.expired())) {
-      return IoError("connect to " + address, err);
-    }
+    if (!retry || deadline.expired()) return IoError("connect to " + address, err);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, std::max(1, deadline.RemainingMs()))));
     backoff_ms = std::min(backoff_ms * 2, 100);
   }

@@ -31,9 +31,6 @@ std::string RemoteAddressOf(int fd);
 Result<UniqueFd> ListenTcp(const std::string& ip, int backlog, int64_t bufsize, std::string* bound_address);
 // Non-blocking connect to "ip:port", retrying refused connections until the deadline.
 Result<UniqueFd> ConnectTcp(const std::string& address, int64_t bufsize, Deadline deadline);
-// As above, but a refusal is retried only until `refused_by` (a peer whose listener is
-// known to be open refuses only once its process or transport is gone).
-Result<UniqueFd> ConnectTcp(const std::string& address, int64_t bufsize, Deadline deadline, Deadline refused_by);
 // Waits for and accepts one connection (non-blocking result).
 Result<UniqueFd> AcceptTcp(int listen_fd, Deadline deadline);
 // TCP_NODELAY and, when bufsize > 0, SO_SNDBUF/SO_RCVBUF (forced past rmem_max when allowed).

@@ -61,18 +61,18 @@ Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fd
   // The peer listens from before it published its address until its transport is gone,
   // and its acceptor answers at once: a peer that refuses, or takes the connection but
   // says nothing, for CHORUS_PEER_TIMEOUT is dead or stopped, as a silent mesh peer is.
+  const auto answer_by = [&] { return deadline.Earlier(Deadline::AfterMs(opts_.peer_timeout_ms)); };
+  const std::string answer_ms = std::to_string(std::min(opts_.connect_timeout_ms, opts_.peer_timeout_ms));
   for (int i = 0; i < socks_per_peer_; ++i) {
     // The peer's kernel completes the connection without it: one not made within the
     // peer timeout (a cut link, a host gone) fails as a refused one does.
-    const Deadline silent_by = deadline.Earlier(Deadline::AfterMs(opts_.peer_timeout_ms));
-    Result<UniqueFd> fd = tcp::ConnectTcp(peers_[peer].address, opts_.socket_bufsize, silent_by, silent_by);
+    Result<UniqueFd> fd = tcp::ConnectTcp(peers_[peer].address, opts_.socket_bufsize, answer_by());
     if (!fd.ok()) {
       const bool refused = fd.status().message().find("refused") != std::string::npos;
       const bool timed_out = fd.status().code() == StatusCode::kTimeout;
       return fd.status().WithContext(
           me + ": connecting to " + desc +
-          (refused || timed_out ? std::string(refused ? " (refused" : " (no connection") + " within " +
-                                      std::to_string(std::min(opts_.connect_timeout_ms, opts_.peer_timeout_ms)) +
+          (refused || timed_out ? std::string(refused ? " (refused" : " (no connection") + " within " + answer_ms +
                                       " ms: its process, communicator or host is gone; CHORUS_PEER_TIMEOUT)"
                                 : std::string()));
     }
@@ -83,16 +83,14 @@ Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fd
       links_[peer].dial_fd = fd.value().get();
     }
     bool was_crossed = false;
-    Status st = tcp::ConnectorHandshake(fd.value().get(), self, peer, i, desc,
-                                        deadline.Earlier(Deadline::AfterMs(opts_.peer_timeout_ms)), &was_crossed);
+    Status st = tcp::ConnectorHandshake(fd.value().get(), self, peer, i, desc, answer_by(), &was_crossed);
     {
       std::lock_guard<std::mutex> lock(link_mu_);
       links_[peer].dial_fd = -1;
       if (!link_abort_.ok()) return link_abort_;
     }
     if (st.code() == StatusCode::kTimeout) {
-      return st.WithContext(me + ": " + desc + " did not answer within " +
-                            std::to_string(std::min(opts_.connect_timeout_ms, opts_.peer_timeout_ms)) +
+      return st.WithContext(me + ": " + desc + " did not answer within " + answer_ms +
                             " ms (CHORUS_CONNECT_TIMEOUT, CHORUS_PEER_TIMEOUT)");
     }
     CHORUS_RETURN_IF_ERROR(st);
