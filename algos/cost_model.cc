@@ -22,6 +22,10 @@ constexpr double kReduceGbps = 8.0;
 // says where it was measured against the ring).
 constexpr double kRabenseifnerMaxChunks = 4;
 
+// Ranks per core k on the most crowded host: each rank runs a 1/k share of a core, and
+// its neighbours' spinning while they wait takes as much again, up to half of the core.
+double CrowdingFactor(double k) { return k <= 1 ? 1 : k * std::min(k, 2.0); }
+
 double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
 
 int CeilLog2(int n) {
@@ -115,7 +119,7 @@ const LinkCost& CostOf(LinkKind k) { return kLinkCosts[static_cast<int>(k)]; }
 
 double CostModel::PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const {
   const double t = PredictUncrowded(c, a, bytes, world_size);
-  return t < 0 ? t : t * std::max(1.0, crowding);
+  return t < 0 ? t : t * CrowdingFactor(crowding);
 }
 
 double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const {
