@@ -29,11 +29,6 @@ namespace chorus::algos {
 
 namespace {
 
-// The call's context for the ranks of `group` alone.
-Context Within(const Context& ctx, GroupTransport& group) {
-  return Context{group, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
-}
-
 // An all-reduce in place among the ranks of `group`, one per host, each host's link
 // shared by `sharing` of its ranks at once: the flat algorithm the cost model predicts
 // fastest there (the default model where the caller gave none).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace chorus::algos {
@@ -56,6 +57,14 @@ inline Span UnitBlock(size_t count, int n, int i, size_t unit) {
 
 // Elements per chunk for a chunk size in bytes; never zero.
 inline size_t ChunkElems(size_t chunk_bytes, size_t elem_size) { return std::max<size_t>(1, chunk_bytes / elem_size); }
+
+// The hierarchical broadcast's segment, the unit its two steps overlap in: this many
+// chunks (more cost each segment its latencies, fewer leave the steps one after the other).
+constexpr size_t kHierarchicalSegmentChunks = 4;
+inline size_t HierarchicalSegmentElems(size_t chunk_bytes, size_t elem_size) {
+  const size_t chunk = ChunkElems(chunk_bytes, elem_size);
+  return chunk > SIZE_MAX / kHierarchicalSegmentChunks ? SIZE_MAX : chunk * kHierarchicalSegmentChunks;
+}
 
 // Chunks of a span. An empty span still has one (empty) chunk: every rank then
 // exchanges the same messages whatever the count, so a rank that called with

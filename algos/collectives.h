@@ -68,6 +68,11 @@ Status BroadcastChain(const Context& ctx, void* buf, size_t count, DataType dtyp
 // then a ring all-gathers the blocks (large messages on large worlds, about 2 S/B).
 Status BroadcastScatterAllGather(const Context& ctx, void* buf, size_t count, DataType dtype, int root,
                                  const Tuning& tuning);
+// broadcast over hosts: from the root to one rank of every other host (the flat
+// broadcast predicted fastest among them), then within every host from that rank. Any
+// root, hosts of any sizes; the network carries S once to each other host.
+Status BroadcastHierarchical(const Context& ctx, const Topology& topo, void* buf, size_t count, DataType dtype,
+                             int root, const Tuning& tuning);
 // reduce: binomial tree towards root, pipelined in chunks; recv is used on root only.
 Status ReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root,
                   const Tuning& tuning);
@@ -78,6 +83,12 @@ Status AllGatherRing(const Context& ctx, const void* send, void* recv, size_t co
 // of recv (elements of es bytes), send holds this rank's block (may be recv at its span).
 Status AllGatherRingBlocks(const Context& ctx, const void* send, void* recv, size_t es,
                            const std::function<Span(int)>& block, const Tuning& tuning);
+// all_gather over hosts of L ranks each: within the host, across hosts among the ranks
+// of the same local index (each its own block, so a host's L connections work at once),
+// then within the host again for the other hosts' blocks. Hosts of different sizes:
+// InvalidArgument.
+Status AllGatherHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
+                             DataType dtype, const Tuning& tuning);
 // all_gather: recursive doubling, log2(n) steps; n a power of two.
 Status AllGatherRecursiveDoubling(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype);
 // reduce_scatter: ring; send holds size*count elements, recv gets this rank's reduced block.

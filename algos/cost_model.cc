@@ -83,6 +83,25 @@ double TreeAllReduceUs(int n, double s, const LinkCost& l, size_t max_chunk) {
          (TreeSendsPerChunk(n) * (l.latency_us + Us(chunk, l.gbps)) + Us(inputs * chunk, kReduceGbps));
 }
 
+// A flat broadcast of s bytes among n ranks over l, the agreement not counted. Of C
+// chunks, the chain delivers the last after (n - 2) + C chunk times, the binomial tree's
+// root sends each chunk to ceil(log2 n) children in turn. Negative where `a` is not one.
+double BroadcastUs(Algorithm a, int n, double s, const LinkCost& l, size_t chunk_bytes) {
+  const double chunk = std::min<double>(s, static_cast<double>(std::max<size_t>(1, chunk_bytes)));
+  const double chunks = std::max(1.0, std::ceil(s / std::max(1.0, chunk)));
+  const double t = l.latency_us + Us(chunk, l.gbps);
+  if (a == Algorithm::kChain) return n > 2 ? (n - 2 + chunks) * t : -1;
+  if (a == Algorithm::kTree) return CeilLog2(n) * chunks * t;
+  // van de Geijn: the root scatters (n-1)/n of S down the binomial tree, then the ring
+  // all-gathers it, each rank sending (n-1)/n of S in n-1 steps.
+  if (a == Algorithm::kScatterAllGather) {
+    if (n < kScatterAllGatherMinRanks) return -1;
+    const double spread = double(n - 1) / n * Us(s, l.gbps);
+    return CeilLog2(n) * l.latency_us + spread + (n - 1) * l.latency_us + spread;
+  }
+  return -1;
+}
+
 }  // namespace
 
 double CostModel::RabenseifnerUs(int n, double s, const LinkCost& l) const {
@@ -103,6 +122,17 @@ std::pair<Algorithm, double> CostModel::AcrossHosts(size_t bytes, int hosts, int
   if (ring < best.second) best = {Algorithm::kRing, ring};
   const double tree = TreeAllReduceUs(hosts, s, l, chunk_bytes);
   if (tree < best.second) best = {Algorithm::kTree, tree};
+  return best;
+}
+
+std::pair<Algorithm, double> CostModel::BroadcastAmong(size_t bytes, int ranks, bool across) const {
+  const LinkCost l = across ? InterCost() : IntraCost();
+  const double s = static_cast<double>(bytes);
+  std::pair<Algorithm, double> best{Algorithm::kTree, BroadcastUs(Algorithm::kTree, ranks, s, l, chunk_bytes)};
+  for (Algorithm a : {Algorithm::kChain, Algorithm::kScatterAllGather}) {
+    const double t = BroadcastUs(a, ranks, s, l, chunk_bytes);
+    if (t >= 0 && t < best.second) best = {a, t};
+  }
   return best;
 }
 
@@ -167,34 +197,42 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       }
       return -1;
     case Collective::kBroadcast: {
-      // Of C chunks, the chain delivers the last after (n - 2) + C chunk times, the
-      // binomial tree's root sends each chunk to ceil(log2 n) children in turn.
-      const double chunk = std::min<double>(s, static_cast<double>(std::max<size_t>(1, chunk_bytes)));
-      const double chunks = std::max(1.0, std::ceil(s / std::max(1.0, chunk)));
-      const double t = flat.latency_us + Us(chunk, flat.gbps);
-      // Both run after the ranks agree on the call: ceil(log2 n) rounds of tiny messages.
+      // Every one runs after the ranks agree on the call: ceil(log2 n) rounds of tiny messages.
       const double agree = CeilLog2(n) * flat.latency_us;
-      if (a == Algorithm::kChain) return n > 2 ? agree + (n - 2 + chunks) * t : -1;
-      if (a == Algorithm::kTree) return agree + CeilLog2(n) * chunks * t;
-      // van de Geijn: the root scatters (n-1)/n of S down the binomial tree, then the ring
-      // all-gathers it, each rank sending (n-1)/n of S in n-1 steps. On 2 ranks it is the
-      // tree's one send of S plus a half sent back to the root.
-      if (a == Algorithm::kScatterAllGather) {
-        if (n < kScatterAllGatherMinRanks) return -1;
-        const double spread = double(n - 1) / n * Us(s, flat.gbps);
-        return agree + CeilLog2(n) * flat.latency_us + spread + (n - 1) * flat.latency_us + spread;
-      }
       // The agreement's rounds carry the data itself, whole, up to the measured limit.
       if (a == Algorithm::kDissemination) {
         return bytes <= kAgreedBroadcastMaxBytes ? CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps)) : -1;
       }
-      return -1;
+      if (a == Algorithm::kHierarchical) {
+        const int local = known ? topology.max_local() : n;
+        if (!known || hosts < 2 || local < 2) return -1;
+        // One rank a host across (the root's host: the root), then each of them to its
+        // host (the largest), segment by segment: the slower step sets the pace, the
+        // other adds one segment's time.
+        const size_t seg = std::min(bytes, HierarchicalSegmentElems(chunk_bytes, 1));
+        const double segments = std::max(1.0, std::ceil(s / static_cast<double>(std::max<size_t>(1, seg))));
+        const double up = BroadcastAmong(seg, hosts, true).second, down = BroadcastAmong(seg, local, false).second;
+        return agree + up + down + (segments - 1) * std::max(up, down);
+      }
+      const double t = BroadcastUs(a, n, s, flat, chunk_bytes);
+      return t < 0 ? t : agree + t;
     }
     case Collective::kAllGather:  // s: the whole output
       if (a == Algorithm::kRing) return (n - 1) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
       if (a == Algorithm::kRecursiveDoubling) {
         if (!IsPowerOfTwo(n)) return -1;
         return CeilLog2(n) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
+      }
+      if (a == Algorithm::kHierarchical) {
+        const int local = known ? topology.max_local() : n;
+        if (!known || hosts < 2 || local < 2 || !topology.even()) return -1;
+        // Across: each rail's ring over its H blocks (S/L of the whole), the L rails of
+        // a host sharing its network at once. Within: H rings of L blocks, one per host's
+        // blocks, (L-1)/L of S in all.
+        const LinkCost shared{out.latency_us, out.gbps / local};
+        const double across = (hosts - 1) * shared.latency_us + double(hosts - 1) / hosts * Us(s / local, shared.gbps);
+        const double within = hosts * (local - 1) * in.latency_us + double(local - 1) / local * Us(s, in.gbps);
+        return across + within;
       }
       return -1;
     case Collective::kReduceScatter:  // s: one rank's block

@@ -53,6 +53,11 @@ struct CostModel {
   // The flat all-reduce predicted fastest (recursive doubling, Rabenseifner, the ring or
   // the tree) and its microseconds.
   std::pair<Algorithm, double> AcrossHosts(size_t bytes, int hosts, int sharing) const;
+  // The hierarchical broadcast's steps: a broadcast of `bytes` among `ranks` ranks over
+  // the links between hosts (`across`) or within one. The flat broadcast predicted
+  // fastest (the tree, the chain or scatter-allgather) and its microseconds, without
+  // the agreement on the call (the whole world's, made once before).
+  std::pair<Algorithm, double> BroadcastAmong(size_t bytes, int ranks, bool across) const;
 
  private:
   double PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/context.h"
 #include "transport/transport.h"
 
 namespace chorus::algos {
@@ -34,5 +35,10 @@ class GroupTransport final : public transport::Transport {
   std::vector<int> members_;
   int rank_ = -1;
 };
+
+// The call's context for the ranks of `group` alone (the hierarchical algorithms' steps).
+inline Context Within(const Context& ctx, GroupTransport& group) {
+  return Context{group, ctx.seq, ctx.fingerprint, ctx.deadline, nullptr, ctx.scratch};
+}
 
 }  // namespace chorus::algos

@@ -18,11 +18,12 @@ bool Supports(Collective c, Algorithm a) {
     case Collective::kAllReduce:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical ||
              a == Algorithm::kRabenseifner || a == Algorithm::kTree;
-    case Collective::kAllGather: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
+    case Collective::kAllGather:
+      return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical;
     case Collective::kReduceScatter: return a == Algorithm::kRing;
     case Collective::kBroadcast:
       return a == Algorithm::kTree || a == Algorithm::kChain || a == Algorithm::kScatterAllGather ||
-             a == Algorithm::kDissemination;
+             a == Algorithm::kDissemination || a == Algorithm::kHierarchical;
     case Collective::kReduce: return a == Algorithm::kTree;
     case Collective::kGather:
     case Collective::kScatter: return a == Algorithm::kLinear;
@@ -33,9 +34,13 @@ bool Supports(Collective c, Algorithm a) {
 }
 
 // Whether `a` can run `c` on `world_size` ranks (all_gather's recursive doubling: a
-// power of two).
+// power of two; the hierarchical ones: >= 2 hosts, one of >= 2 ranks; all_gather's:
+// as many ranks on every host).
 bool Fits(Collective c, Algorithm a, int world_size, const Topology& topo) {
-  if (a == Algorithm::kHierarchical) return topo.size() == world_size && topo.num_hosts() > 1 && topo.max_local() > 1;
+  if (a == Algorithm::kHierarchical) {
+    return topo.size() == world_size && topo.num_hosts() > 1 && topo.max_local() > 1 &&
+           (c != Collective::kAllGather || topo.even());
+  }
   return !(c == Collective::kAllGather && a == Algorithm::kRecursiveDoubling && !IsPowerOfTwo(world_size));
 }
 
@@ -139,7 +144,19 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
   };
   if (c == Collective::kAllGather) {
     const bool rd = world_size >= 4 && IsPowerOfTwo(world_size) && bytes <= kAllGatherRdMaxBytes;
-    return because(rd ? Algorithm::kRecursiveDoubling : Algorithm::kRing, [&] {
+    const Algorithm flat = rd ? Algorithm::kRecursiveDoubling : Algorithm::kRing;
+    // Over hosts, the hierarchical one where the model predicts it faster than the flat choice.
+    if (Fits(c, Algorithm::kHierarchical, world_size, m.topology)) {
+      const double hier = m.PredictUs(c, Algorithm::kHierarchical, bytes, world_size);
+      if (hier >= 0 && hier < m.PredictUs(c, flat, bytes, world_size)) {
+        return because(Algorithm::kHierarchical, [&] {
+          return std::to_string(bytes) + " B on " + where() + " (" + LinkName(m.intra) + " within hosts, " +
+                 LinkName(m.inter) + " between): hierarchical, predicted faster than " + AlgorithmName(flat) +
+                 Predictions(c, bytes, world_size) + note();
+        });
+      }
+    }
+    return because(flat, [&] {
       return std::to_string(bytes) + " B on " + std::to_string(world_size) +
              (rd ? " ranks (a power of two, at most " + std::to_string(kAllGatherRdMaxBytes) + " B): recursive doubling"
                  : " ranks: ring, pipelined in chunks") +

@@ -143,11 +143,17 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       if (algorithm == algos::Algorithm::kScatterAllGather) {
         return algos::BroadcastScatterAllGather(ctx, c.recv, c.count, c.dtype, c.root, tuning);
       }
+      if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
+        return algos::BroadcastHierarchical(ctx, *tuning.topology, c.recv, c.count, c.dtype, c.root, tuning);
+      }
       return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
     case Collective::kReduce: return algos::ReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
     case Collective::kAllGather:
       if (algorithm == algos::Algorithm::kRecursiveDoubling) {
         return algos::AllGatherRecursiveDoubling(ctx, c.send, c.recv, c.count, c.dtype);
+      }
+      if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
+        return algos::AllGatherHierarchical(ctx, *tuning.topology, c.send, c.recv, c.count, c.dtype, tuning);
       }
       return algos::AllGatherRing(ctx, c.send, c.recv, c.count, c.dtype, tuning);
     case Collective::kReduceScatter:

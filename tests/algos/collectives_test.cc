@@ -1,7 +1,8 @@
 // Every algorithm in algos/collectives.h (and the barrier) against a scalar
 // reference, through real TCP transports on loopback (tcp_world.h), on world sizes
 // 1..5 (Rabenseifner's and the tree's all_reduce also on 6..8, past their first folds
-// and levels):
+// and levels; the hierarchical broadcast and all_gather there too, on 3 hosts and more
+// ranks a host):
 //   - all 8 dtypes x all 5 ops at counts {0, 1, 7, n-1, 1023}, in place and out of
 //     place, roots varying with the case;
 //   - 1 MiB + 3 elements: every dtype, one op per dtype (rotating), both placements;
@@ -49,7 +50,7 @@ using algos::Context;
 enum class Algo {
   kAllReduceRing,
   kAllReduceRd,
-  kAllReduceHierarchical,  // hosts of n/2 ranks (n even), else n hosts of one
+  kAllReduceHierarchical,  // hosts as HostsFor says
   kBroadcast,
   kBroadcastChain,
   kReduce,
@@ -62,6 +63,8 @@ enum class Algo {
   kAllReduceRabenseifner,  // last, so the others keep their seeds and rotations
   kBroadcastScatterAllGather,
   kAllReduceTree,
+  kBroadcastHierarchical,  // hosts as HostsFor says
+  kAllGatherHierarchical,  // hosts as HostsFor says
 };
 
 const char* AlgoName(Algo a) {
@@ -81,6 +84,8 @@ const char* AlgoName(Algo a) {
     case Algo::kAllReduceRabenseifner: return "all_reduce_rabenseifner";
     case Algo::kBroadcastScatterAllGather: return "broadcast_scatter_allgather";
     case Algo::kAllReduceTree: return "all_reduce_tree";
+    case Algo::kBroadcastHierarchical: return "broadcast_hierarchical";
+    case Algo::kAllGatherHierarchical: return "all_gather_hierarchical";
   }
   return "?";
 }
@@ -94,10 +99,12 @@ Collective CollectiveOf(Algo a) {
     case Algo::kAllReduceTree: return Collective::kAllReduce;
     case Algo::kBroadcast:
     case Algo::kBroadcastChain:
-    case Algo::kBroadcastScatterAllGather: return Collective::kBroadcast;
+    case Algo::kBroadcastScatterAllGather:
+    case Algo::kBroadcastHierarchical: return Collective::kBroadcast;
     case Algo::kReduce: return Collective::kReduce;
     case Algo::kAllGather:
-    case Algo::kAllGatherRd: return Collective::kAllGather;
+    case Algo::kAllGatherRd:
+    case Algo::kAllGatherHierarchical: return Collective::kAllGather;
     case Algo::kReduceScatter: return Collective::kReduceScatter;
     case Algo::kGather: return Collective::kGather;
     case Algo::kScatter: return Collective::kScatter;
@@ -113,13 +120,32 @@ bool Reduces(Algo a) {
 }
 // Broadcast's algorithms: one buffer, so no in-place variant.
 bool OneBuffer(Algo a) {
-  return a == Algo::kBroadcast || a == Algo::kBroadcastChain || a == Algo::kBroadcastScatterAllGather;
+  return a == Algo::kBroadcast || a == Algo::kBroadcastChain || a == Algo::kBroadcastScatterAllGather ||
+         a == Algo::kBroadcastHierarchical;
 }
 bool Rooted(Algo a) { return OneBuffer(a) || a == Algo::kReduce || a == Algo::kGather || a == Algo::kScatter; }
 // Collectives whose count is per rank block (buffers of n * count elements).
 bool Blocks(Algo a) {
-  return a == Algo::kAllGather || a == Algo::kAllGatherRd || a == Algo::kReduceScatter || a == Algo::kGather ||
-         a == Algo::kScatter || a == Algo::kAllToAll;
+  return a == Algo::kAllGather || a == Algo::kAllGatherRd || a == Algo::kAllGatherHierarchical ||
+         a == Algo::kReduceScatter || a == Algo::kGather || a == Algo::kScatter || a == Algo::kAllToAll;
+}
+
+// The hosts the hierarchical algorithms see, never rank ranges: on 6 ranks three hosts
+// of two (r % 3); on other even n two hosts of n/2 (r % 2: by rails); on odd n hosts of
+// (n+1)/2 and the rest ranks (by leaders), except all_gather's, which needs even hosts:
+// there every rank a host of its own.
+algos::Topology HostsFor(Algo a, int n) {
+  std::vector<std::string> hosts;
+  for (int r = 0; r < n; ++r) {
+    if (n == 6 && a != Algo::kAllReduceHierarchical) {
+      hosts.push_back(std::to_string(r % 3));
+    } else if (n % 2 == 0) {
+      hosts.push_back(std::to_string(r % 2));
+    } else {
+      hosts.push_back(a == Algo::kAllGatherHierarchical ? std::to_string(r) : r <= n / 2 ? "a" : "b");
+    }
+  }
+  return algos::Topology::FromHostIds(hosts);
 }
 
 struct Case {
@@ -189,12 +215,7 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       FillReductionInput(t, c.op, seed, rank, 0, count, in->data());
       out->Poison();
       void* dst = c.in_place ? in->data() : out->data();
-      // Hierarchical: two "hosts" of n/2 ranks (ranks 0, 2, 4, ... on one, so that
-      // hosts are not rank ranges: by rails), or for odd n hosts of (n+1)/2 and the rest
-      // ranks (by leaders).
-      std::vector<std::string> hosts;
-      for (int r = 0; r < n; ++r) hosts.push_back(n % 2 == 0 ? std::to_string(r % 2) : r <= n / 2 ? "a" : "b");
-      const algos::Topology topo = algos::Topology::FromHostIds(hosts);
+      const algos::Topology topo = HostsFor(c.algo, n);
       CHORUS_RETURN_IF_ERROR(timed(
           c.algo == Algo::kAllReduceRing ? algos::AllReduceRing(ctx, in->data(), dst, count, t, c.op, tuning)
           : c.algo == Algo::kAllReduceRd ? algos::AllReduceRecursiveDoubling(ctx, in->data(), dst, count, t, c.op)
@@ -211,7 +232,8 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
     }
     case Algo::kBroadcast:
     case Algo::kBroadcastChain:
-    case Algo::kBroadcastScatterAllGather: {
+    case Algo::kBroadcastScatterAllGather:
+    case Algo::kBroadcastHierarchical: {
       TypedBuffer buf(t, count);
       if (rank == c.root) {
         FillBytes(seed, c.root, 0, bytes, buf.data());
@@ -221,7 +243,10 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       const auto broadcast = c.algo == Algo::kBroadcastChain              ? algos::BroadcastChain
                              : c.algo == Algo::kBroadcastScatterAllGather ? algos::BroadcastScatterAllGather
                                                                           : algos::BroadcastTree;
-      CHORUS_RETURN_IF_ERROR(timed(broadcast(ctx, buf.data(), count, t, c.root, tuning)));
+      const algos::Topology topo = HostsFor(c.algo, n);
+      CHORUS_RETURN_IF_ERROR(timed(c.algo == Algo::kBroadcastHierarchical
+                                       ? algos::BroadcastHierarchical(ctx, topo, buf.data(), count, t, c.root, tuning)
+                                       : broadcast(ctx, buf.data(), count, t, c.root, tuning)));
       return AtRank(rank, "buffer", CheckBytes(seed, c.root, 0, bytes, buf.data()));
     }
     case Algo::kReduce: {
@@ -237,14 +262,18 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, 0, count, dst));
     }
     case Algo::kAllGather:
-    case Algo::kAllGatherRd: {
+    case Algo::kAllGatherRd:
+    case Algo::kAllGatherHierarchical: {
       TypedBuffer in(t, count), out(t, n_sz * count);
       out.Poison();
       // In place: our block already sits at its place in recv.
       char* src = c.in_place ? out.at(rank * count) : in.at(0);
       FillBytes(seed, rank, 0, bytes, src);
+      const algos::Topology topo = HostsFor(c.algo, n);
       CHORUS_RETURN_IF_ERROR(timed(c.algo == Algo::kAllGatherRd
                                        ? algos::AllGatherRecursiveDoubling(ctx, src, out.data(), count, t)
+                                   : c.algo == Algo::kAllGatherHierarchical
+                                       ? algos::AllGatherHierarchical(ctx, topo, src, out.data(), count, t, tuning)
                                        : algos::AllGatherRing(ctx, src, out.data(), count, t, tuning)));
       if (!c.in_place && c.check_send) {
         CHORUS_RETURN_IF_ERROR(AtRank(rank, "send buffer", CheckBytes(seed, rank, 0, bytes, src)));
@@ -447,6 +476,8 @@ TEST_P(CollectivesTest, AllReduceTree) { Sweep(Algo::kAllReduceTree); }
 TEST_P(CollectivesTest, BroadcastTree) { Sweep(Algo::kBroadcast); }
 TEST_P(CollectivesTest, BroadcastChain) { Sweep(Algo::kBroadcastChain); }
 TEST_P(CollectivesTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScatterAllGather); }
+TEST_P(CollectivesTest, BroadcastHierarchical) { Sweep(Algo::kBroadcastHierarchical); }
+TEST_P(CollectivesTest, AllGatherHierarchical) { Sweep(Algo::kAllGatherHierarchical); }
 TEST_P(CollectivesTest, ReduceTree) { Sweep(Algo::kReduce); }
 TEST_P(CollectivesTest, AllGatherRing) { Sweep(Algo::kAllGather); }
 TEST_P(CollectivesTest, AllGatherRecursiveDoubling) {
@@ -596,7 +627,9 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
                             Algo::kAllToAll,
                             Algo::kAllReduceRabenseifner,
                             Algo::kBroadcastScatterAllGather,
-                            Algo::kAllReduceTree};
+                            Algo::kAllReduceTree,
+                            Algo::kBroadcastHierarchical,
+                            Algo::kAllGatherHierarchical};
   for (int round = 0; round < 3; ++round) {
     std::vector<Case> cases;
     for (int j = 0; j < static_cast<int>(std::size(algos_all)); ++j) {
@@ -659,7 +692,9 @@ TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous)
                             Algo::kAllToAll,
                             Algo::kAllReduceRabenseifner,
                             Algo::kBroadcastScatterAllGather,
-                            Algo::kAllReduceTree};
+                            Algo::kAllReduceTree,
+                            Algo::kBroadcastHierarchical,
+                            Algo::kAllGatherHierarchical};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -694,6 +729,9 @@ TEST_P(LargerWorldsTest, AllReduceRabenseifner) { Sweep(Algo::kAllReduceRabensei
 TEST_P(LargerWorldsTest, AllReduceTree) { Sweep(Algo::kAllReduceTree); }
 // The scatter's binomial subtrees past 5 ranks: cut short at 6 and 7, whole at 8.
 TEST_P(LargerWorldsTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScatterAllGather); }
+// The hierarchical ones on three hosts of two (6), hosts of 4 and 3 (7), two of four (8).
+TEST_P(LargerWorldsTest, BroadcastHierarchical) { Sweep(Algo::kBroadcastHierarchical); }
+TEST_P(LargerWorldsTest, AllGatherHierarchical) { Sweep(Algo::kAllGatherHierarchical); }
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LargerWorldsTest, ::testing::Values(6, 7, 8),
                          [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
 

@@ -78,6 +78,28 @@ Call AllGatherCall(size_t count, DataType t) {
               }};
 }
 
+// The hierarchical ones on two hosts, ranks r % 2 on host r % 2 (so neither is a rank range).
+algos::Topology TwoHosts(int n) {
+  std::vector<std::string> hosts;
+  for (int r = 0; r < n; ++r) hosts.push_back(std::to_string(r % 2));
+  return algos::Topology::FromHostIds(hosts);
+}
+Call HierarchicalBroadcastCall(size_t count, int root) {
+  const DataType t = DataType::kFloat32;
+  return Call{Fingerprint(Collective::kBroadcast, count, t, ReduceOp::kSum, root), [=](const Context& ctx) {
+                std::vector<char> buf(count * DataTypeSize(t) + 1);
+                return algos::BroadcastHierarchical(ctx, TwoHosts(ctx.size()), buf.data(), count, t, root,
+                                                    algos::Tuning());
+              }};
+}
+Call HierarchicalAllGatherCall(size_t count, DataType t) {
+  return Call{Fingerprint(Collective::kAllGather, count, t, ReduceOp::kSum, 0), [=](const Context& ctx) {
+                std::vector<char> in(count * DataTypeSize(t) + 1), out(ctx.size() * in.size());
+                return algos::AllGatherHierarchical(ctx, TwoHosts(ctx.size()), in.data(), out.data(), count, t,
+                                                    algos::Tuning());
+              }};
+}
+
 Call AllReduceRingOpCall(size_t count, ReduceOp op) {
   const DataType t = DataType::kFloat32;
   return Call{Fingerprint(Collective::kAllReduce, count, t, op, 0), [=](const Context& ctx) {
@@ -195,6 +217,15 @@ TEST(MismatchTest, AllGatherDtypesDiffer) {
   ExpectMismatchNaming(o, "all_gather(count=256, float32)", "all_gather(count=256, int32)");
 }
 
+// The hierarchical all_gather: the rank whose dtype differs is named by a peer of its
+// host or of its rail.
+TEST(MismatchTest, HierarchicalAllGatherDtypesDiffer) {
+  Outcome o =
+      RunCalls({HierarchicalAllGatherCall(256, DataType::kFloat32), HierarchicalAllGatherCall(256, DataType::kFloat32),
+                HierarchicalAllGatherCall(256, DataType::kFloat32), HierarchicalAllGatherCall(256, DataType::kInt32)});
+  ExpectMismatchNaming(o, "all_gather(count=256, float32)", "all_gather(count=256, int32)");
+}
+
 TEST(MismatchTest, AllReduceOpsDiffer) {
   Outcome o = RunCalls({AllReduceRingOpCall(64, ReduceOp::kSum), AllReduceRingOpCall(64, ReduceOp::kMax),
                         AllReduceRingOpCall(64, ReduceOp::kSum)});
@@ -301,6 +332,16 @@ void ExpectMismatchOnEveryRank(const std::vector<Call>& calls, bool shm = false)
 // the agreement both returned OK holding different data.
 TEST(MismatchTest, AgreedBroadcastRootsDisagree) {
   ExpectMismatchOnEveryRank({Agreed(BroadcastCall(64, 0)), Agreed(BroadcastCall(64, 1))});
+}
+
+// The hierarchical broadcast after the agreement, as Dispatch runs it: roots that differ
+// (on another host, on the same host; ranks that would never hear from each other)
+// fail on every rank.
+TEST(MismatchTest, AgreedHierarchicalBroadcastRootsDisagree) {
+  ExpectMismatchOnEveryRank({Agreed(HierarchicalBroadcastCall(4096, 0)), Agreed(HierarchicalBroadcastCall(4096, 0)),
+                             Agreed(HierarchicalBroadcastCall(4096, 0)), Agreed(HierarchicalBroadcastCall(4096, 1))});
+  ExpectMismatchOnEveryRank({Agreed(HierarchicalBroadcastCall(4096, 0)), Agreed(HierarchicalBroadcastCall(4096, 2)),
+                             Agreed(HierarchicalBroadcastCall(4096, 2)), Agreed(HierarchicalBroadcastCall(4096, 2))});
 }
 
 TEST(MismatchTest, AgreedScatterRootsDisagreeOnOneOfThree) {

@@ -383,6 +383,53 @@ TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
       << u.reason;
 }
 
+// Broadcast and all_gather on 2 hosts x 2 ranks weigh the hierarchical algorithms too,
+// and take them for mid-sized (broadcast; above, the flat chain's pipeline is about as
+// fast on 4 ranks) and large messages; Explain lists them.
+// All_gather on uneven hosts has none (forced: said so, and the flat choice runs);
+// broadcast by leaders has.
+TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
+  SelectorConfig two_by_two;
+  two_by_two.model.topology = Topology::FromHostIds({"a", "b", "a", "b"});
+  two_by_two.model.intra = LinkKind::kShm;
+  two_by_two.model.inter = LinkKind::kTcp;
+  const Selector s = *Selector::Create(two_by_two);
+  const CostModel& m = two_by_two.model;
+  for (Collective c : {Collective::kBroadcast, Collective::kAllGather}) {
+    const size_t bytes = c == Collective::kBroadcast ? size_t{1} << 20 : size_t{64} << 20;
+    const Choice chosen = s.Choose(c, bytes, 4, /*explain=*/true);
+    EXPECT_EQ(chosen.algorithm, Algorithm::kHierarchical) << chosen.reason;
+    EXPECT_NE(chosen.reason.find("hierarchical "), std::string::npos) << chosen.reason;
+    const Algorithm flat = c == Collective::kBroadcast ? Algorithm::kChain : Algorithm::kRing;
+    EXPECT_LT(m.PredictUs(c, Algorithm::kHierarchical, bytes, 4), m.PredictUs(c, flat, bytes, 4));
+  }
+  // Small broadcasts still ride the agreement.
+  EXPECT_EQ(s.Choose(Collective::kBroadcast, 8, 4).algorithm, Algorithm::kDissemination);
+  // The network carries S once per other host: less than the flat ring's (n-1)/n S.
+  EXPECT_LT(m.PredictUs(Collective::kAllGather, Algorithm::kHierarchical, 256 << 20, 4),
+            m.PredictUs(Collective::kAllGather, Algorithm::kRing, 256 << 20, 4));
+
+  SelectorConfig uneven;
+  uneven.model.topology = Topology::FromHostIds({"a", "a", "a", "b"});
+  uneven.model.intra = LinkKind::kShm;
+  uneven.forced = Algorithm::kHierarchical;
+  const Selector u = *Selector::Create(uneven);
+  EXPECT_EQ(u.Choose(Collective::kBroadcast, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
+  EXPECT_LT(uneven.model.PredictUs(Collective::kAllGather, Algorithm::kHierarchical, 64 << 20, 4), 0);
+  const Choice ag = u.Choose(Collective::kAllGather, 64 << 20, 4, /*explain=*/true);
+  EXPECT_EQ(ag.algorithm, Algorithm::kRing) << ag.reason;
+  EXPECT_NE(ag.reason.find("CHORUS_ALGO=hierarchical cannot run all_gather on 2 hosts"), std::string::npos)
+      << ag.reason;
+  // One host: neither, not even predicted.
+  SelectorConfig one;
+  one.model.topology = Topology::FromHostIds({"a", "a", "a", "a"});
+  one.model.intra = LinkKind::kShm;
+  for (Collective c : {Collective::kBroadcast, Collective::kAllGather}) {
+    EXPECT_NE(Selector::Create(one)->Choose(c, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
+    EXPECT_LT(one.model.PredictUs(c, Algorithm::kHierarchical, 64 << 20, 4), 0);
+  }
+}
+
 TEST(TopologyTest, HostsInOrderOfTheirLowestRank) {
   const Topology t = Topology::FromHostIds({"y", "x", "y", "x", "z"});
   ASSERT_EQ(t.num_hosts(), 3);

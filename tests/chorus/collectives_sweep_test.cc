@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -188,8 +189,8 @@ struct Placement {
 };
 class ApiSweepPlacements : public ::testing::TestWithParam<Placement> {};
 
-TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) {
-  const std::vector<int>& hosts = GetParam().hosts;
+// forced: CHORUS_ALGO for every rank (nullopt: the selector chooses).
+void SweepPlacement(const std::vector<int>& hosts, std::optional<algos::Algorithm> forced) {
   const int n = static_cast<int>(hosts.size());
   Options o = FileInitOptions();
   MultiProcOptions mp;
@@ -201,6 +202,7 @@ TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) {
              Config c = o.config.value_or(Config::Process());
              c.transport = TransportMode::kAuto;
              c.host_id = "host" + std::to_string(hosts[r]);
+             c.algo = forced;
              mine.config = c;
              const int local = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[r]));
              return SweepRank(r, mine, [&](const std::string& d) -> std::string {
@@ -213,6 +215,15 @@ TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) {
            mp)) {
     EXPECT_TRUE(e.exited && e.code == 0) << e.Describe();
   }
+}
+
+TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) { SweepPlacement(GetParam().hosts, std::nullopt); }
+
+// CHORUS_ALGO=hierarchical: all_reduce, broadcast (every case's root) and all_gather
+// (hosts of as many ranks; elsewhere the flat choice) over shared memory, then across
+// hosts, then within again; the other collectives as they choose.
+TEST_P(ApiSweepPlacements, HierarchicalForcedAgainstTheReference) {
+  SweepPlacement(GetParam().hosts, algos::Algorithm::kHierarchical);
 }
 
 INSTANTIATE_TEST_SUITE_P(Hosts, ApiSweepPlacements,

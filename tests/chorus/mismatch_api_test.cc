@@ -57,6 +57,7 @@ struct MismatchCase {
   std::vector<ApiCase> calls;  // one per rank
   bool async = false;          // I-forms instead of blocking calls
   int64_t window = 0;          // CHORUS_STAGING_WINDOW where not 0
+  std::vector<int> hosts;      // where not empty: rank r on host hosts[r], CHORUS_ALGO=hierarchical
 };
 
 int MismatchRank(int rank, const Options& o, const MismatchCase& m) {
@@ -222,7 +223,16 @@ class RootedMismatchApi : public ::testing::TestWithParam<MismatchCase> {};
 TEST_P(RootedMismatchApi, EveryRankGetsMismatchNamingBothCalls) {
   const MismatchCase& m = GetParam();
   const Options o = RootedOptions(m.window), fresh = RootedOptions(m.window);
-  ExpectAllOk(RunRanks(static_cast<int>(m.calls.size()), [&](int r) { return RootedRank(r, o, fresh, m); }));
+  ExpectAllOk(RunRanks(static_cast<int>(m.calls.size()), [&](int r) {
+    Options mine = o, mine_fresh = fresh;
+    if (!m.hosts.empty()) {
+      for (Options* each : {&mine, &mine_fresh}) {
+        each->config->host_id = "host" + std::to_string(m.hosts[r]);
+        each->config->algo = algos::Algorithm::kHierarchical;
+      }
+    }
+    return RootedRank(r, mine, mine_fresh, m);
+  }));
 }
 
 // The call of each rank: `kind` of `count` float32 (8 bytes: 2; over 1 MiB: 300000),
@@ -261,6 +271,17 @@ std::vector<MismatchCase> RootedCases() {
   cases.push_back(
       {"GatherDtypes",
        {Spec(C::kGather, 5, f32, ReduceOp::kSum, 0), Spec(C::kGather, 5, DataType::kInt32, ReduceOp::kSum, 0)}});
+  // The hierarchical broadcast (forced): a root on the other host, or on the same host,
+  // where the ranks of one host may only ever hear from their bridge.
+  MismatchCase hier{"HierarchicalBroadcastRoots0001Large", Roots(C::kBroadcast, kLarge, {0, 0, 0, 1})};
+  hier.hosts = {0, 1, 0, 1};
+  cases.push_back(hier);
+  hier = {"HierarchicalBroadcastRoots2220", Roots(C::kBroadcast, kSmall, {2, 2, 2, 0})};
+  hier.hosts = {0, 1, 0, 1};
+  cases.push_back(hier);
+  hier = {"HierarchicalBroadcastRoots01LargeUneven", Roots(C::kBroadcast, kLarge, {0, 1, 0, 0})};
+  hier.hosts = {0, 0, 0, 1};
+  cases.push_back(hier);
   cases.push_back({"BroadcastVsScatter",
                    {Spec(C::kBroadcast, 5, f32, ReduceOp::kSum, 0), Spec(C::kScatter, 5, f32, ReduceOp::kSum, 0)}});
   return cases;

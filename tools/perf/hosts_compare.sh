@@ -7,6 +7,8 @@
 #                    every pair (chorus before it had shared memory)
 #   mpi              Open MPI, --mca btl vader,tcp,self: its shared memory within a
 #                    namespace, TCP between them
+#   chorus_algo=A    chorus as above with CHORUS_ALGO=A (any algorithm name: hierarchical,
+#                    chain, ring, ...), to weigh one algorithm against another
 # all through the same chorus_perf binary, in alternating rounds.
 #
 #   tools/perf/hosts_compare.sh [options] [-- chorus_perf collective and sweep args]
@@ -15,7 +17,7 @@
 #     --rounds N        rounds (default 1); each round runs every variant once, the order
 #                       rotating by one per round, so that the machine's noise spreads
 #                       evenly; the table shows the median over rounds
-#     --variants "LIST" of chorus chorus_flat_tcp mpi (default: all three)
+#     --variants "LIST" of chorus chorus_flat_tcp mpi chorus_algo=A (default: the first three)
 #     --out DIR         results (default /tmp/chorus_hosts_compare): table.txt, table.csv
 #                       (the table), results.csv (every line of every run), logs/
 #     --bin PATH        chorus_perf to use (default: bazel build -c opt
@@ -33,8 +35,8 @@
 # started by tools/netns/mpi_rsh_agent.sh (as compare.sh does),
 # --mca btl vader,tcp,self --mca btl_tcp_if_include chorus0 --mca oob_tcp_if_include chorus0
 # --mca mpi_yield_when_idle 1 --bind-to none.
-# Table: busbw (GB/s, out of place, median over rounds), chorus/chorus_flat_tcp and
-# chorus/mpi (> 1: chorus faster; median time of the other / median time of chorus),
+# Table: busbw (GB/s, out of place, median over rounds), chorus/chorus_flat_tcp,
+# chorus/mpi and chorus/A (> 1: chorus faster; median time of the other / median time of chorus),
 # #wrong (summed over variants, rounds and both modes; "!" marks the variant), and the
 # algorithm chorus chose per size (its footer); the footer's lines follow the table.
 # Exit: 0 ok, 1 a run failed (the table shows the rest), 2 wrong results (before 1),
@@ -79,7 +81,10 @@ nranks=$((hosts * local_n))
 [[ "$run_timeout" =~ ^[0-9]+$ ]] && ((run_timeout >= 1)) || die "--timeout: '$run_timeout' is not a positive integer"
 vlist=()
 for v in $variants; do
-  case "$v" in chorus | chorus_flat_tcp | mpi) vlist+=("$v") ;; *) die "--variants: '$v' is not chorus, chorus_flat_tcp or mpi" ;; esac
+  case "$v" in
+    chorus | chorus_flat_tcp | mpi | chorus_algo=?*) vlist+=("$v") ;;
+    *) die "--variants: '$v' is not chorus, chorus_flat_tcp, mpi or chorus_algo=ALGORITHM" ;;
+  esac
 done
 [ ${#vlist[@]} -gt 0 ] || die "--variants: none given"
 for a in "${sweep[@]}"; do
@@ -190,6 +195,7 @@ for ((round = 1; round <= rounds; round++)); do
       chorus) run_chorus "$log" "$csv" || rc=$? ;;
       chorus_flat_tcp) run_chorus "$log" "$csv" CHORUS_TRANSPORT=tcp CHORUS_ALGO=ring || rc=$? ;;
       mpi) run_mpi "$log" "$csv" || rc=$? ;;
+      chorus_algo=*) run_chorus "$log" "$csv" CHORUS_ALGO="${v#chorus_algo=}" || rc=$? ;;
     esac
     what="exit $rc"
     [ "$rc" = 124 ] && what="timed out after $run_timeout s"
@@ -259,8 +265,9 @@ def ratio(s, other):
     tc, to = med(t.get(("chorus", s), [])), med(t.get((other, s), []))
     return "%.2f" % (to / tc) if tc and to is not None else "-"
 
-ratios = [o for o in ("chorus_flat_tcp", "mpi") if "chorus" in variants and o in variants]
+ratios = [o for o in variants if "chorus" in variants and (o in ("chorus_flat_tcp", "mpi") or o.startswith("chorus_algo="))]
 rname = {"chorus_flat_tcp": "chorus/flat_tcp", "mpi": "chorus/mpi"}
+rname.update({o: "chorus/" + o[len("chorus_algo="):] for o in ratios if o.startswith("chorus_algo=")})
 print("# hosts_compare.sh %s (%s namespaces x %s ranks): chorus_perf %s; %s round(s)" %
       (placement, *placement.split("x"), sweep, rounds))
 print("# %s" % host)
@@ -268,7 +275,7 @@ print("# busbw GB/s, out of place, median over rounds; chorus/x = median time of
       " (> 1: chorus faster)")
 print("# chorus: automatic; chorus_flat_tcp: CHORUS_TRANSPORT=tcp CHORUS_ALGO=ring; mpi: Open MPI, btl vader,tcp,self")
 print("# #wrong: wrong elements over variants, rounds and both modes (\"!\": that variant); \"-\": no result")
-hdr = "%8s" % "size" + "".join(" %15s" % v for v in variants) + "".join(" %15s" % rname[o] for o in ratios) + \
+hdr = "%8s" % "size" + "".join(" %15s" % v.replace("chorus_algo=", "chorus:") for v in variants) + "".join(" %15s" % rname[o] for o in ratios) + \
       " %7s  %s" % ("#wrong", "chorus algo" if "chorus" in variants else "")
 print(hdr.rstrip())
 rows = []
