@@ -54,8 +54,7 @@ Status AllGatherHierarchical(const Context& ctx, const Topology& topo, const voi
   const std::vector<int> rail = topo.Rail(i);
   GroupTransport across(ctx.transport, rail);
   CHORUS_RETURN_IF_ERROR(AllGatherRingBlocks(
-      Within(ctx, across), out + block_of(me).offset * es, recv, es, [&](int k) { return block_of(rail[k]); },
-      tuning));
+      Within(ctx, across), out + block_of(me).offset * es, recv, es, [&](int k) { return block_of(rail[k]); }, tuning));
   // 3. Every other host's blocks, from the rails of this host.
   if (local_size < 2) return Status::Ok();
   for (int h = 0; h < topo.num_hosts(); ++h) {

@@ -35,9 +35,7 @@ namespace {
 Status AllReduceAmong(const Context& ctx, GroupTransport& group, void* buf, size_t count, DataType dtype, ReduceOp op,
                       const Tuning& tuning, int sharing) {
   const Context gctx = Within(ctx, group);
-  const CostModel fallback;
-  const CostModel& model = tuning.model != nullptr ? *tuning.model : fallback;
-  switch (model.AcrossHosts(count * DataTypeSize(dtype), group.size(), sharing).first) {
+  switch (tuning.Model().AcrossHosts(count * DataTypeSize(dtype), group.size(), sharing).first) {
     case Algorithm::kRecursiveDoubling: return AllReduceRecursiveDoubling(gctx, buf, buf, count, dtype, op);
     case Algorithm::kRabenseifner: return AllReduceRabenseifner(gctx, buf, buf, count, dtype, op);
     case Algorithm::kTree: return AllReduceTree(gctx, buf, buf, count, dtype, op, tuning);

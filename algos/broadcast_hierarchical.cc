@@ -31,9 +31,7 @@ namespace {
 Status BroadcastAmong(const Context& ctx, GroupTransport& group, void* buf, size_t count, DataType dtype, int root,
                       const Tuning& tuning, bool across) {
   const Context gctx = Within(ctx, group);
-  const CostModel fallback;
-  const CostModel& model = tuning.model != nullptr ? *tuning.model : fallback;
-  switch (model.BroadcastAmong(count * DataTypeSize(dtype), group.size(), across).first) {
+  switch (tuning.Model().BroadcastAmong(count * DataTypeSize(dtype), group.size(), across).first) {
     case Algorithm::kChain: return BroadcastChain(gctx, buf, count, dtype, root, tuning);
     case Algorithm::kScatterAllGather: return BroadcastScatterAllGather(gctx, buf, count, dtype, root, tuning);
     default: return BroadcastTree(gctx, buf, count, dtype, root, tuning);

@@ -30,9 +30,15 @@ struct Tuning {
   bool crowded_cores = false;
   // Hosts x ranks, for the hierarchical algorithms (null: every rank a host of its own).
   const Topology* topology = nullptr;
-  // The selector's cost model, by which the hierarchical all-reduce picks its step
-  // between hosts (null: a default model, TCP's costs).
+  // The selector's cost model, by which the hierarchical algorithms pick their steps
+  // (null: a default model, TCP's costs).
   const CostModel* model = nullptr;
+
+  // `model`, or the default one where the caller gave none.
+  const CostModel& Model() const {
+    static const CostModel kDefault;
+    return model != nullptr ? *model : kDefault;
+  }
 };
 
 // all_reduce: ring = reduce-scatter then all-gather, pipelined in chunks.
