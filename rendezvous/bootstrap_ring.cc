@@ -268,7 +268,7 @@ Status BootstrapRing::Fail(Status st, int origin, const std::string& reason) {
   for (UniqueFd* fd : {&prev_, &next_}) {
     if (!fd->valid()) continue;
     // Towards next only between frames: in the middle of one it would read as data.
-    const bool between_frames = fd == &prev_ || (next_ready_ && out_off_ == 0);
+    const bool between_frames = fd == &prev_ ? back_out_off_ == 0 : next_ready_ && out_off_ == 0;
     if (between_frames) (void)send(fd->get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     // Reading what is there first keeps close() from resetting the connection, which
     // could drop the failure frame before the neighbour reads it.
@@ -291,27 +291,28 @@ Status BootstrapRing::FailureHeard(const std::string& buf, size_t off, int origi
               origin, reason);
 }
 
-Status BootstrapRing::PumpPrev() {
-  if (prev_eof_) return Status::Ok();
-  Status st = ReadAvailable(prev_.get(), &inbox_, SIZE_MAX, &prev_eof_, "rank " + std::to_string(prev_rank_));
-  if (!st.ok()) prev_eof_ = true;  // a reset: what was read still counts, then it is the end
+Status BootstrapRing::Pump(bool from_prev) {
+  bool& eof = from_prev ? prev_eof_ : next_eof_;
+  if (eof) return Status::Ok();
+  const int peer = from_prev ? prev_rank_ : next_rank_;
+  Status st = ReadAvailable((from_prev ? prev_ : next_).get(), from_prev ? &inbox_ : &from_next_, SIZE_MAX, &eof,
+                            "rank " + std::to_string(peer));
+  if (!st.ok()) eof = true;  // a reset: what was read still counts, then it is the end
   return Status::Ok();
 }
 
-Status BootstrapRing::PumpNext(bool* closed) {
-  bool eof = false;
-  Status st = ReadAvailable(next_.get(), &from_next_, kFrameHeaderSize + kMaxReasonBytes, &eof,
-                            "rank " + std::to_string(next_rank_));
-  Result<std::optional<FrameHead>> head = PeekFrame(from_next_, 0);
-  if (!head.ok()) return Fail(head.status().WithContext(What() + ": from rank " + std::to_string(next_rank_)));
-  if (head.value()) {
-    const FrameHead& h = *head.value();
-    if (h.kind != kFailureFrame) {
-      return Fail(ProtocolError(What() + ": rank " + std::to_string(next_rank_) + " (next on the ring) sent data"));
-    }
-    return FailureHeard(from_next_, 0, h.origin, h.len, next_rank_, h.seq);
+Status BootstrapRing::CheckDuringSetUp(bool from_prev) {
+  const std::string& buf = from_prev ? inbox_ : from_next_;
+  const int peer = from_prev ? prev_rank_ : next_rank_;
+  Result<std::optional<FrameHead>> head = PeekFrame(buf, 0);
+  if (!head.ok()) return head.status().WithContext(What() + ": from rank " + std::to_string(peer));
+  if (head.value() && head.value()->kind == kFailureFrame) {
+    return FailureHeard(buf, 0, head.value()->origin, head.value()->len, peer, head.value()->seq);
   }
-  *closed = eof || !st.ok();
+  if ((from_prev ? prev_eof_ : next_eof_) && !head.value()) {
+    return PeerFailed(What() + ": rank " + std::to_string(peer) + " (" + (from_prev ? "previous" : "next") +
+                      " on the ring) closed its connection during set-up");
+  }
   return Status::Ok();
 }
 
@@ -411,7 +412,7 @@ Status BootstrapRing::Form(Store& store, const std::string& bind_address, uint64
       }
       std::vector<pollfd> fds;
       fds.push_back({prev_.valid() ? -1 : listener.value().get(), POLLIN, 0});
-      fds.push_back({next_.get(), POLLIN, 0});
+      fds.push_back({next_eof_ ? -1 : next_.get(), POLLIN, 0});
       fds.push_back({prev_eof_ ? -1 : prev_.get(), POLLIN, 0});
       for (const Pending& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
       const int n = poll(fds.data(), fds.size(), out == Out::kNoAddress ? 0 : deadline.RemainingMs());
@@ -474,21 +475,14 @@ Status BootstrapRing::Form(Store& store, const std::string& bind_address, uint64
         out = Out::kDone;
         next_ready_ = true;
       } else if (fds[1].revents != 0) {
-        bool closed = false;
-        CHORUS_RETURN_IF_ERROR(PumpNext(&closed));
-        if (closed) return PeerFailed(what + ": " + next + " (next on the ring) closed its connection during set-up");
+        // The next rank may be in its all-gather already: its frames wait in from_next_.
+        CHORUS_RETURN_IF_ERROR(Pump(/*from_prev=*/false));
+        CHORUS_RETURN_IF_ERROR(CheckDuringSetUp(/*from_prev=*/false));
       }
 
       if (fds[2].revents != 0) {
-        CHORUS_RETURN_IF_ERROR(PumpPrev());
-        Result<std::optional<FrameHead>> head = PeekFrame(inbox_, 0);
-        if (!head.ok()) return head.status().WithContext(what + ": from " + prev);
-        if (head.value() && head.value()->kind == kFailureFrame) {
-          return FailureHeard(inbox_, 0, head.value()->origin, head.value()->len, prev_rank_, head.value()->seq);
-        }
-        if (prev_eof_ && !head.value()) {
-          return PeerFailed(what + ": " + prev + " (previous on the ring) closed its connection during set-up");
-        }
+        CHORUS_RETURN_IF_ERROR(Pump(/*from_prev=*/true));
+        CHORUS_RETURN_IF_ERROR(CheckDuringSetUp(/*from_prev=*/true));
       }
 
       for (size_t i = pending.size(); i-- > 0;) {
@@ -589,6 +583,47 @@ Status BootstrapRing::Form(Store& store, const std::string& bind_address, uint64
   return st;
 }
 
+// The frames at the head of one way's input: records stored, those the neighbour
+// on the far side still needs queued for it. Stops at an incomplete frame.
+Status BootstrapRing::TakeFrames(Way& way, std::vector<std::string>* records) {
+  std::string& buf = way.from_prev ? inbox_ : from_next_;
+  std::string& sink = way.from_prev ? out_ : back_out_;
+  const int from = way.from_prev ? prev_rank_ : next_rank_;
+  size_t off = 0;
+  Status st;
+  for (;;) {
+    Result<std::optional<FrameHead>> head = PeekFrame(buf, off);
+    if (!head.ok()) {
+      st = Fail(head.status().WithContext(What() + ": from rank " + std::to_string(from)));
+      break;
+    }
+    if (!head.value()) break;
+    const FrameHead& h = *head.value();
+    if (h.kind == kFailureFrame) {
+      st = FailureHeard(buf, off, h.origin, h.len, from, h.seq);
+      break;
+    }
+    if (way.got == way.want) break;  // the rest belongs to the next all-gather
+    if (h.seq != seq_ || h.origin != way.expect) {
+      st = Fail(ProtocolError(What() + ": rank " + std::to_string(from) + " sent the record of rank " +
+                              std::to_string(h.origin) + " for all-gather " + std::to_string(h.seq) +
+                              "; expected rank " + std::to_string(way.expect) + " for all-gather " +
+                              std::to_string(seq_)));
+      break;
+    }
+    (*records)[h.origin] = buf.substr(off + kFrameHeaderSize, h.len);
+    ++way.got;
+    if (way.queued < way.to_queue) {
+      sink.append(buf, off, kFrameHeaderSize + h.len);
+      ++way.queued;
+    }
+    off += kFrameHeaderSize + h.len;
+    way.expect = (way.expect + (way.from_prev ? size_ - 1 : 1)) % size_;
+  }
+  if (failed_.ok()) buf.erase(0, off);
+  return st;
+}
+
 Result<std::vector<std::string>> BootstrapRing::AllGather(const std::string& mine, Deadline deadline) {
   if (!failed_.ok()) return failed_;
   if (size_ == 1) return std::vector<std::string>{mine};
@@ -601,97 +636,91 @@ Result<std::vector<std::string>> BootstrapRing::AllGather(const std::string& min
   if (!prev_.valid() || !next_.valid()) return AbortedError(what + ": the ring is closed");
   const std::string next = "rank " + std::to_string(next_rank_);
   const std::string prev = "rank " + std::to_string(prev_rank_);
-  if (next_closed_) return Fail(PeerFailed(what + ": " + next + " (next on the ring) has closed its connection"));
+  if (prev_eof_ || next_eof_) {
+    return Fail(PeerFailed(what + ": " + (prev_eof_ ? prev : next) + " has closed its ring connection"));
+  }
   ++seq_;
   const auto start = Clock::now();
+  // Both ways round the ring, so that a record takes at most n/2 hops: forward (from
+  // lower ranks) the nearest `ahead` records, backward the other `behind`.
+  const int ahead = size_ / 2, behind = (size_ - 1) / 2;
+  Way fwd{true, ahead, 0, prev_rank_, 0, std::max(ahead - 1, 0)};
+  Way bwd{false, behind, 0, next_rank_, 0, std::max(behind - 1, 0)};
   std::vector<std::string> records(size_);
-  std::vector<bool> have(size_, false);
   records[rank_] = mine;
-  have[rank_] = true;
-  int got = 1, forwarded = 0, expect = prev_rank_;
-  out_ = Frame(kDataFrame, seq_, rank_, mine);
+  const std::string own = Frame(kDataFrame, seq_, rank_, mine);
+  out_ = own;
   out_off_ = 0;
+  back_out_ = behind > 0 ? own : std::string();
+  back_out_off_ = 0;
   auto missing = [&] {
     std::vector<int> m;
-    for (int r = 0; r < size_; ++r) {
-      if (!have[r]) m.push_back(r);
-    }
+    for (int d = fwd.got + 1; d <= ahead; ++d) m.push_back((rank_ + size_ - d) % size_);
+    for (int d = bwd.got + 1; d <= behind; ++d) m.push_back((rank_ + d) % size_);
+    std::sort(m.begin(), m.end());
     return (m.size() == 1 ? "rank " : "ranks ") + FormatRankList(m) + " of " + std::to_string(size_);
+  };
+  // Whether a neighbour has all it gets from this rank and sent all this rank needs
+  // from it: it may then finish and close first.
+  auto done_with = [&](bool prev_side) {
+    const Way& in = prev_side ? fwd : bwd;
+    const Way& out_way = prev_side ? bwd : fwd;
+    const size_t off = prev_side ? back_out_off_ : out_off_;
+    const size_t size = prev_side ? back_out_.size() : out_.size();
+    return in.got == in.want && out_way.queued == out_way.to_queue && off == size;
   };
 
   for (;;) {
-    size_t off = 0;
-    while (got < size_) {
-      Result<std::optional<FrameHead>> head = PeekFrame(inbox_, off);
-      if (!head.ok()) return Fail(head.status().WithContext(what + ": from " + prev));
-      if (!head.value()) break;
-      const FrameHead& h = *head.value();
-      if (h.kind == kFailureFrame) return FailureHeard(inbox_, off, h.origin, h.len, prev_rank_, h.seq);
-      if (h.seq != seq_ || h.origin != expect) {
-        return Fail(ProtocolError(what + ": " + prev + " sent the record of rank " + std::to_string(h.origin) +
-                                  " for all-gather " + std::to_string(h.seq) + "; expected rank " +
-                                  std::to_string(expect) + " for all-gather " + std::to_string(seq_)));
-      }
-      records[h.origin] = inbox_.substr(off + kFrameHeaderSize, h.len);
-      have[h.origin] = true;
-      ++got;
-      if (h.origin != next_rank_) {
-        out_.append(inbox_, off, kFrameHeaderSize + h.len);
-        ++forwarded;
-      }
-      off += kFrameHeaderSize + h.len;
-      expect = (expect + size_ - 1) % size_;
-    }
-    inbox_.erase(0, off);
-    if (got == size_ && out_off_ == out_.size()) {
+    CHORUS_RETURN_IF_ERROR(TakeFrames(fwd, &records));
+    CHORUS_RETURN_IF_ERROR(TakeFrames(bwd, &records));
+    if (done_with(true) && done_with(false)) {
       out_.clear();
-      out_off_ = 0;
+      back_out_.clear();
+      out_off_ = back_out_off_ = 0;
       return records;
     }
-    if (got < size_ && prev_eof_) {
-      return Fail(PeerFailed(what + ": " + prev + " (previous on the ring) closed its connection; " + missing() +
-                             " never arrived"));
+    for (const bool prev_side : {true, false}) {
+      if ((prev_side ? prev_eof_ : next_eof_) && !done_with(prev_side)) {
+        return Fail(PeerFailed(what + ": " + (prev_side ? prev + " (previous" : next + " (next") +
+                               " on the ring) closed its connection; " + missing() + " never arrived"));
+      }
     }
     pollfd fds[2] = {
-        {got < size_ ? prev_.get() : -1, POLLIN, 0},
-        {next_closed_ ? -1 : next_.get(), static_cast<short>(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0}};
+        {prev_eof_ ? -1 : prev_.get(), static_cast<short>(POLLIN | (back_out_off_ < back_out_.size() ? POLLOUT : 0)),
+         0},
+        {next_eof_ ? -1 : next_.get(), static_cast<short>(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0}};
     const int n = poll(fds, 2, deadline.RemainingMs());
     if (n < 0 && errno != EINTR) return Fail(IoError(what + ": poll", errno));
     if (n == 0) {
       const std::string waited = " within " + FormatDuration(ElapsedMs(start));
-      if (got < size_)
-        return Fail(TimeoutError(what + ": " + missing() + " never arrived" + waited + " (waiting on " + prev +
-                                 ", previous on the ring)"));
-      return Fail(TimeoutError(what + ": " + next + " (next on the ring) took no more records" + waited));
+      if (fwd.got < ahead || bwd.got < behind) {
+        const std::string on = fwd.got < ahead && bwd.got < behind ? prev + " and " + next
+                               : fwd.got < ahead                   ? prev + ", previous on the ring"
+                                                                   : next + ", next on the ring";
+        return Fail(TimeoutError(what + ": " + missing() + " never arrived" + waited + " (waiting on " + on + ")"));
+      }
+      return Fail(TimeoutError(what + ": the neighbours on the ring took no more records" + waited));
     }
     if (n < 0) continue;
-    if ((fds[1].revents & POLLOUT) != 0) {
-      const ssize_t sent = send(next_.get(), out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
-      if (sent > 0) {
-        out_off_ += static_cast<size_t>(sent);
-        if (out_off_ == out_.size()) {
-          out_.clear();
-          out_off_ = 0;
+    for (const bool prev_side : {true, false}) {
+      const pollfd& p = fds[prev_side ? 0 : 1];
+      std::string& out = prev_side ? back_out_ : out_;
+      size_t& off = prev_side ? back_out_off_ : out_off_;
+      if ((p.revents & POLLOUT) != 0) {
+        const ssize_t sent =
+            send(prev_side ? prev_.get() : next_.get(), out.data() + off, out.size() - off, MSG_NOSIGNAL);
+        if (sent > 0) {
+          off += static_cast<size_t>(sent);
+          if (off == out.size()) {
+            out.clear();
+            off = 0;
+          }
+        } else if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          return Fail(PeerFailed(what + ": sending to " + (prev_side ? prev : next) + ": " + std::strerror(errno)));
         }
-      } else if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return Fail(PeerFailed(what + ": sending to " + next + " (next on the ring): " + std::strerror(errno)));
       }
+      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) CHORUS_RETURN_IF_ERROR(Pump(prev_side));
     }
-    if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      bool closed = false;
-      Status st = PumpNext(&closed);
-      if (!st.ok()) return st;
-      if (closed) {
-        // The next rank may finish first: once it has everything from this one, its
-        // close is no failure.
-        if (out_off_ != out_.size() || forwarded < size_ - 2) {
-          return Fail(PeerFailed(what + ": " + next + " (next on the ring) closed its connection before " +
-                                 "it had every record"));
-        }
-        next_closed_ = true;
-      }
-    }
-    if (fds[0].revents != 0) CHORUS_RETURN_IF_ERROR(PumpPrev());
   }
 }
 

@@ -35,10 +35,10 @@ class BootstrapRing {
   BootstrapRing(const BootstrapRing&) = delete;
   BootstrapRing& operator=(const BootstrapRing&) = delete;
 
-  // Everyone's `mine`, indexed by rank: n-1 steps, each forwarding what the previous
-  // rank sent. A neighbour that fails or closes fails this rank at once (and it tells
-  // its own neighbours why); a timeout names the ranks whose records never arrived.
-  // After an error the ring is closed and every later call fails.
+  // Everyone's `mine`, indexed by rank: records go both ways round the ring (n/2 steps
+  // each way at most), each rank forwarding what its neighbours sent. A neighbour that fails or closes fails this rank
+  // at once (and it tells its own neighbours why); a timeout names the ranks whose records never arrived. After an
+  // error the ring is closed and every later call fails.
   Result<std::vector<std::string>> AllGather(const std::string& mine, Deadline deadline);
 
   // Closes both ring sockets (also done by the destructor).
@@ -55,10 +55,22 @@ class BootstrapRing {
   // A failure frame (origin, its status code, the reason at buf[off, off+len)) came
   // from rank `from`.
   Status FailureHeard(const std::string& buf, size_t off, int origin, size_t len, int from, uint32_t code);
-  // Reads what is there from prev_ into inbox_; sets prev_eof_ at the end of stream.
-  Status PumpPrev();
-  // Reads from next_: only a failure frame or the end of the stream comes that way.
-  Status PumpNext(bool* closed);
+  // One way round the ring during an all-gather.
+  struct Way {
+    bool from_prev;  // records come from the previous rank (and go on to the next)
+    int want;        // records this rank gets this way
+    int got;
+    int expect;    // the origin of the next one
+    int queued;    // records queued for the neighbour on the far side
+    int to_queue;  // how many it needs from this rank besides this rank's own
+  };
+  // Reads what is there from prev_ (into inbox_) or next_ (into from_next_); marks the
+  // end of the stream.
+  Status Pump(bool from_prev);
+  // During set-up, before the all-gathers: a failure frame or a close from that side.
+  Status CheckDuringSetUp(bool from_prev);
+  // Takes the complete frames of one way: records stored, forwards queued.
+  Status TakeFrames(Way& way, std::vector<std::string>* records);
   std::string What() const;
   std::string Key(int rank) const;
 
@@ -72,10 +84,12 @@ class BootstrapRing {
   std::string inbox_;
   std::string from_next_;
   bool prev_eof_ = false;
-  bool next_closed_ = false;  // next closed cleanly after it had all it needed
-  bool next_ready_ = false;   // next_'s handshake is done: failure frames may go there
-  std::string out_;           // frames for next_ not yet sent
+  bool next_eof_ = false;
+  bool next_ready_ = false;  // next_'s handshake is done: failure frames may go there
+  std::string out_;          // frames for next_ not yet sent
   size_t out_off_ = 0;
+  std::string back_out_;  // frames for prev_ not yet sent
+  size_t back_out_off_ = 0;
   uint32_t seq_ = 0;
   Status failed_;
 };
