@@ -79,10 +79,10 @@ class BootstrapRing {
   int size_ = 1;
   int prev_rank_ = 0;
   int next_rank_ = 0;
-  UniqueFd prev_;  // accepted from rank-1: frames come in
-  UniqueFd next_;  // connected to rank+1: frames go out
-  std::string inbox_;
-  std::string from_next_;
+  UniqueFd prev_;          // accepted from rank-1 (forward frames in, backward frames out)
+  UniqueFd next_;          // connected to rank+1 (forward frames out, backward frames in)
+  std::string inbox_;      // from prev_, not yet taken
+  std::string from_next_;  // from next_, not yet taken
   bool prev_eof_ = false;
   bool next_eof_ = false;
   bool next_ready_ = false;  // next_'s handshake is done: failure frames may go there
