@@ -115,7 +115,8 @@ Status CommunicatorImpl::Init(const Options& options) {
     return member.status();
   }
   membership_ = member.value();
-  rdv_->store = std::make_shared<rendezvous::WatchedStore>(rdv_->store, membership_->abort_key());
+  auto watched = std::make_shared<rendezvous::WatchedStore>(rdv_->store, membership_->abort_key());
+  rdv_->store = watched;
   phases.Mark("claim");
 
   // A store may outlive one job (a standalone store, several communicators): every
@@ -127,6 +128,12 @@ Status CommunicatorImpl::Init(const Options& options) {
   if (st.ok() && rdv_->server) rdv_->server->StopAccepting();
   // The ranks still waiting for this one hear why at once, not at their deadline.
   if (!st.ok()) {
+    // A neighbour on the bootstrap ring that went away (closed, refused) says less than
+    // the reason a rank posted, where one did.
+    if (st.code() == StatusCode::kPeerFailed || st.code() == StatusCode::kIoError) {
+      Status posted = watched->Aborted();
+      if (!posted.ok()) st = posted;
+    }
     rendezvous::PostAbort(*rdv_->store, membership_->abort_key(), st);
     membership_->Release(*rdv_->store);
     membership_.reset();

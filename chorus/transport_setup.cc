@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "rendezvous/bootstrap_ring.h"
 #include "rendezvous/net_util.h"
 #include "transport/per_peer.h"
 #include "transport/rdma/rdma_transport.h"
@@ -160,9 +161,13 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   phases.Mark("open");
 
   // 2. Everyone learns what everyone has (a rank that cannot do RDMA still takes part,
-  // so that every rank fails with the same clear error instead of a timeout).
-  Result<std::vector<std::string>> all =
-      rendezvous::AllGather(store, prefix + "peers", rank, size, me.Serialize(), deadline);
+  // so that every rank fails with the same clear error instead of a timeout). Over the
+  // bootstrap ring: the store carries one key per rank, not every record to every rank.
+  Result<std::unique_ptr<rendezvous::BootstrapRing>> ring =
+      rendezvous::BootstrapRing::Create(store, prefix, rank, size, addr.value(), comm_id, config.secret, deadline);
+  if (!ring.ok()) return ring.status();
+  phases.Mark("ring");
+  Result<std::vector<std::string>> all = ring.value()->AllGather(me.Serialize(), deadline);
   if (!all.ok()) return all.status();
   phases.Mark("peers");
   TransportSetup out;
@@ -190,6 +195,7 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   bool some_group = false;
   for (const auto& g : groups) some_group |= g.size() > 1;
   const std::vector<int>& group = groups[group_of[rank]];
+  if (!some_group) ring.value()->Close();  // every rank closes: no more exchanges
   std::unique_ptr<transport::ShmTransport> shm;
   std::optional<std::string> shm_why;  // why this rank's host shares no memory
   bool every_host_shm = false;
@@ -201,7 +207,8 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
       if (s.ok()) shm = std::move(s.value());
       phases.Mark("shm-create");
     }
-    Result<std::vector<std::string>> offers = rendezvous::AllGather(store, prefix + "shm", rank, size, offer, deadline);
+    Result<std::vector<std::string>> offers = ring.value()->AllGather(offer, deadline);
+    ring.value()->Close();
     if (!offers.ok()) return offers.status();
     phases.Mark("shm-offers");
     // Every rank reaches the same verdicts from the same offers: which hosts share memory

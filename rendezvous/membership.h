@@ -72,9 +72,10 @@ class WatchedStore final : public Store {
   Result<int64_t> Add(const std::string& key, int64_t delta) override { return inner_->Add(key, delta); }
   Result<bool> Check(const std::vector<std::string>& keys) override { return inner_->Check(keys); }
 
- private:
   // The posted reason as an error, or OK while there is none.
   Status Aborted();
+
+ private:
   template <typename T, typename Wait>
   Result<T> Watch(std::chrono::milliseconds timeout, Wait wait);
 

@@ -1,0 +1,316 @@
+// The bootstrap ring with ranks as threads on loopback and chorus's own store: the
+// all-gather at several sizes, O(1) store keys per rank, a rank that never comes, a
+// rank that leaves mid-way, and strangers that fail the handshake.
+#include "rendezvous/bootstrap_ring.h"
+
+#include <dirent.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "rendezvous/socket_io.h"
+#include "rendezvous/store_client.h"
+#include "rendezvous/store_server.h"
+
+namespace chorus::rendezvous {
+namespace {
+
+#define EXPECT_CONTAINS(text, needle) EXPECT_NE((text).find(needle), std::string::npos) << (text)
+
+constexpr uint64_t kCommId = 0x1234abcd;
+
+// Counts what a rank asks of the store.
+class CountingStore : public Store {
+ public:
+  explicit CountingStore(Store& inner) : inner_(inner) {}
+  Status Set(const std::string& key, std::string value) override {
+    sets.insert(key);
+    ++calls;
+    return inner_.Set(key, std::move(value));
+  }
+  Result<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override {
+    reads.insert(key);
+    return inner_.Get(key, timeout);
+  }
+  Result<std::vector<std::string>> MultiGet(const std::vector<std::string>& keys,
+                                            std::chrono::milliseconds timeout) override {
+    for (const auto& k : keys) reads.insert(k);
+    ++calls;
+    return inner_.MultiGet(keys, timeout);
+  }
+  Result<int64_t> Add(const std::string& key, int64_t delta) override {
+    ++calls;
+    return inner_.Add(key, delta);
+  }
+  Result<bool> Check(const std::vector<std::string>& keys) override {
+    for (const auto& k : keys) reads.insert(k);
+    return inner_.Check(keys);
+  }
+  std::set<std::string> sets, reads;
+  int calls = 0;  // everything but Get/Check (whose waits the ring slices)
+
+ private:
+  Store& inner_;
+};
+
+int OpenFds() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  while (readdir(d) != nullptr) ++n;
+  closedir(d);
+  return n;
+}
+
+std::string RecordOf(int rank) {
+  // Varying lengths, one large enough to take many partial sends.
+  if (rank == 1) return std::string(3 << 20, static_cast<char>('a' + rank % 26));
+  return "rank " + std::to_string(rank) + ":" + std::string(static_cast<size_t>(rank * 37 % 500), 'x');
+}
+
+class Ring : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = StoreServer::Start("127.0.0.1", 0);
+    ASSERT_TRUE(s.ok());
+    server_ = std::move(s.value());
+  }
+  std::unique_ptr<StoreClient> Client() {
+    auto c = StoreClient::Connect("127.0.0.1", server_->port(), Deadline::AfterMs(10000));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c.value()) : nullptr;
+  }
+  // Runs fn(rank) on `size` threads; their statuses by rank.
+  static std::vector<Status> RunRanks(int size, const std::function<Status(int)>& fn) {
+    std::vector<Status> out(size);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { out[r] = fn(r); });
+    for (auto& t : threads) t.join();
+    return out;
+  }
+  std::unique_ptr<StoreServer> server_;
+};
+
+TEST_F(Ring, AllGatherAtSeveralSizes) {
+  for (int size : {1, 2, 3, 7, 32}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    const int fds_before = OpenFds();
+    const std::string prefix = "g" + std::to_string(size) + "/";
+    std::mutex mu;
+    auto st = RunRanks(size, [&](int r) -> Status {
+      auto client = Client();
+      if (!client) return InternalError("no store client");
+      CountingStore store(*client);
+      const Deadline deadline = Deadline::AfterMs(60000);
+      auto ring = BootstrapRing::Create(store, prefix, r, size, "127.0.0.1", kCommId, JobSecret(), deadline);
+      if (!ring.ok()) return ring.status();
+      for (int round = 0; round < 2; ++round) {
+        const std::string mine = RecordOf(r) + "/" + std::to_string(round);
+        auto all = ring.value()->AllGather(mine, deadline);
+        if (!all.ok()) return all.status();
+        std::lock_guard<std::mutex> lock(mu);
+        EXPECT_EQ(all.value().size(), static_cast<size_t>(size));
+        for (int q = 0; q < size && q < static_cast<int>(all.value().size()); ++q) {
+          EXPECT_EQ(all.value()[q], RecordOf(q) + "/" + std::to_string(round)) << "rank " << r << " round " << round;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      // O(1) store traffic per rank: its own key set, its next rank's read.
+      EXPECT_EQ(store.sets.size(), size == 1 ? 0u : 1u);
+      EXPECT_EQ(store.reads.size(), size == 1 ? 0u : 1u);
+      EXPECT_EQ(store.calls, size == 1 ? 0 : 1);
+      if (size > 1) {
+        EXPECT_EQ(*store.sets.begin(), prefix + "ring/" + std::to_string(r));
+        EXPECT_EQ(*store.reads.begin(), prefix + "ring/" + std::to_string((r + 1) % size));
+      }
+      return Status::Ok();
+    });
+    for (int r = 0; r < size; ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+    // Every ring socket and store client closed (the store server, in this process,
+    // closes its ends as it notices).
+    for (int i = 0; i < 1000 && OpenFds() != fds_before; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(OpenFds(), fds_before);
+  }
+}
+
+TEST_F(Ring, ArgumentsAreChecked) {
+  auto client = Client();
+  ASSERT_TRUE(client);
+  EXPECT_EQ(BootstrapRing::Create(*client, "a/", 3, 3, "127.0.0.1", kCommId, JobSecret(), Deadline::AfterMs(100))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  auto solo = BootstrapRing::Create(*client, "a/", 0, 1, "127.0.0.1", kCommId, JobSecret(), Deadline::AfterMs(100));
+  ASSERT_TRUE(solo.ok());
+  auto big = solo.value()->AllGather(std::string(BootstrapRing::kMaxRecordBytes + 1, 'x'), Deadline::AfterMs(100));
+  ASSERT_TRUE(big.ok());  // one rank: nothing is sent
+}
+
+// Rank 3 of 6 never comes. Its neighbours (2 and 4) wait until their short deadline and
+// name it; the others, whose deadline is far off, hear of it through the ring.
+TEST_F(Ring, RankThatNeverComesIsNamedEverywhere) {
+  constexpr int kSize = 6, kMissing = 3;
+  auto st = RunRanks(kSize, [&](int r) -> Status {
+    if (r == kMissing) return Status::Ok();
+    auto client = Client();
+    if (!client) return InternalError("no store client");
+    const bool neighbour = r == kMissing - 1 || r == kMissing + 1;
+    const Deadline deadline = Deadline::AfterMs(neighbour ? 1500 : 120000);
+    auto ring = BootstrapRing::Create(*client, "miss/", r, kSize, "127.0.0.1", kCommId, JobSecret(), deadline);
+    if (!ring.ok()) return ring.status();
+    return ring.value()->AllGather("x", deadline).status();
+  });
+  for (int r = 0; r < kSize; ++r) {
+    if (r == kMissing) continue;
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_FALSE(st[r].ok());
+    EXPECT_CONTAINS(st[r].message(), "rank 3 of 6 never arrived");
+    if (r != kMissing - 1 && r != kMissing + 1) {
+      // Heard from a neighbour (the timeout's code travels with it), not its own far deadline.
+      EXPECT_EQ(st[r].code(), StatusCode::kTimeout) << st[r].ToString();
+      EXPECT_CONTAINS(st[r].message(), "heard from rank");
+    }
+  }
+}
+
+// Rank 2 of 5 joins the ring, then goes away without a word (as a crashed process
+// would): every other rank fails naming it, long before its own deadline.
+TEST_F(Ring, RankThatLeavesMidwayFailsEveryone) {
+  constexpr int kSize = 5;
+  std::atomic<int> formed{0};
+  auto st = RunRanks(kSize, [&](int r) -> Status {
+    auto client = Client();
+    if (!client) return InternalError("no store client");
+    const Deadline deadline = Deadline::AfterMs(120000);
+    auto ring = BootstrapRing::Create(*client, "leave/", r, kSize, "127.0.0.1", kCommId, JobSecret(), deadline);
+    ++formed;
+    if (!ring.ok()) return ring.status();
+    if (r == 2) {
+      // Once the whole ring has formed: mid-way through the all-gather.
+      while (formed < kSize) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ring.value()->Close();
+      return Status::Ok();
+    }
+    return ring.value()->AllGather(std::string(1000, 'y'), deadline).status();
+  });
+  for (int r = 0; r < kSize; ++r) {
+    if (r == 2) continue;
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_FALSE(st[r].ok());
+    EXPECT_EQ(st[r].code(), StatusCode::kPeerFailed) << st[r].ToString();
+    EXPECT_CONTAINS(st[r].message(), "rank 2");
+  }
+}
+
+std::string HelloBytes(uint64_t comm_id, int sender, int receiver, int size, bool secret) {
+  std::string out;
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(0x43485247, 4);
+  put(1, 2);
+  put(secret ? 1 : 0, 2);
+  put(comm_id, 8);
+  put(static_cast<uint32_t>(sender), 4);
+  put(static_cast<uint32_t>(receiver), 4);
+  put(static_cast<uint32_t>(size), 4);
+  put(0, 4);
+  out.append(16, '\x5a');
+  return out;
+}
+
+// Reads until `n` bytes or the end of the stream.
+std::string ReadUpTo(int fd, size_t n, Deadline deadline) {
+  std::string buf;
+  while (buf.size() < n) {
+    if (!RecvSome(fd, &buf, deadline, "rank 1").ok()) break;
+  }
+  return buf;
+}
+
+// Strangers reach rank 1's ring port before rank 0 does: one from another
+// communicator, one that cannot prove the job secret, one that sends junk. Each is
+// closed and the ring forms regardless.
+TEST_F(Ring, StrangersAreRefusedAndTheRingForms) {
+  constexpr int kSize = 3;
+  const JobSecret secret("the job's secret");
+  std::atomic<bool> strangers_done{false};
+  std::string wrong_comm_reply, wrong_secret_after_proof, junk_after;
+  auto st = RunRanks(kSize + 1, [&](int r) -> Status {
+    auto client = Client();
+    if (!client) return InternalError("no store client");
+    const Deadline deadline = Deadline::AfterMs(120000);
+    if (r == kSize) {  // the strangers
+      auto addr = client->Get("strange/ring/1", std::chrono::milliseconds(60000));
+      if (!addr.ok()) return addr.status();
+      const size_t colon = addr.value().rfind(':');
+      auto resolved = Resolve(addr.value().substr(0, colon),
+                              static_cast<uint16_t>(std::stoi(addr.value().substr(colon + 1))), SOCK_STREAM, false);
+      if (!resolved.ok()) return resolved.status();
+      {
+        auto fd = ConnectOnce(resolved.value(), deadline);
+        if (!fd.ok()) return fd.status();
+        CHORUS_RETURN_IF_ERROR(SendAll(fd.value().get(), HelloBytes(kCommId + 1, 0, 1, kSize, true), deadline, "r1"));
+        wrong_comm_reply = ReadUpTo(fd.value().get(), 1 << 16, deadline);
+      }
+      {
+        auto fd = ConnectOnce(resolved.value(), deadline);
+        if (!fd.ok()) return fd.status();
+        CHORUS_RETURN_IF_ERROR(SendAll(fd.value().get(), HelloBytes(kCommId, 0, 1, kSize, true), deadline, "r1"));
+        std::string reply = ReadUpTo(fd.value().get(), 72, deadline);
+        if (reply.size() != 72) return InternalError("short reply to a good hello");
+        CHORUS_RETURN_IF_ERROR(SendAll(fd.value().get(), std::string(32, '\1'), deadline, "r1"));
+        wrong_secret_after_proof = ReadUpTo(fd.value().get(), 1, deadline);
+      }
+      {
+        auto fd = ConnectOnce(resolved.value(), deadline);
+        if (!fd.ok()) return fd.status();
+        CHORUS_RETURN_IF_ERROR(SendAll(fd.value().get(), std::string(48, 'j'), deadline, "r1"));
+        junk_after = ReadUpTo(fd.value().get(), 1, deadline);
+      }
+      strangers_done = true;
+      return Status::Ok();
+    }
+    if (r == 0) {
+      while (!strangers_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto ring = BootstrapRing::Create(*client, "strange/", r, kSize, "127.0.0.1", kCommId, secret, deadline);
+    if (!ring.ok()) return ring.status();
+    auto all = ring.value()->AllGather("r" + std::to_string(r), deadline);
+    if (!all.ok()) return all.status();
+    if (all.value() != std::vector<std::string>{"r0", "r1", "r2"}) return InternalError("wrong records");
+    return Status::Ok();
+  });
+  for (int r = 0; r <= kSize; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+  // The other communicator got a refusal that says why; the others were closed on.
+  EXPECT_CONTAINS(wrong_comm_reply, "comm id");
+  EXPECT_TRUE(wrong_secret_after_proof.empty());
+  EXPECT_TRUE(junk_after.empty());
+}
+
+// A rank whose secret differs fails its own connection with a mismatch, while the
+// rank it reached ignores it (and then times out waiting for a real neighbour).
+TEST_F(Ring, DifferentSecretIsAMismatch) {
+  auto st = RunRanks(2, [&](int r) -> Status {
+    auto client = Client();
+    if (!client) return InternalError("no store client");
+    const JobSecret secret(r == 0 ? "one" : "two");
+    auto ring = BootstrapRing::Create(*client, "secret/", r, 2, "127.0.0.1", kCommId, secret, Deadline::AfterMs(1500));
+    return ring.status();
+  });
+  ASSERT_FALSE(st[0].ok());
+  ASSERT_FALSE(st[1].ok());
+  // Each connector checks its acceptor's proof first; whichever ran into it says so.
+  const std::string both = st[0].message() + " | " + st[1].message();
+  EXPECT_CONTAINS(both, "did not prove the job secret");
+}
+
+}  // namespace
+}  // namespace chorus::rendezvous
