@@ -176,11 +176,11 @@ RequestPtr TcpTransport::PostLazy(BasicRequest::Kind kind, int peer, uint64_t ta
       // answered "crossed", and this dial carries the pair.
       link.state = LinkState::kDialing;
       dial_queue_.push_back(peer);
-      if (idle_dialers_ == 0 && dialers_.size() < kMaxDialers) {
+      // An idle dialer takes it, or a new one where every idle one has a dial to take.
+      if (dial_queue_.size() > static_cast<size_t>(idle_dialers_) && dialers_.size() < kMaxDialers) {
         dialers_.emplace_back([this] { DialLoop(); });
-      } else {
-        dial_cv_.notify_one();
       }
+      dial_cv_.notify_one();
       break;
     case LinkState::kDialing:
     case LinkState::kIncoming: break;
