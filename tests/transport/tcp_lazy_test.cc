@@ -324,9 +324,9 @@ TEST(TcpLazy, AnAbortEndsADialInFlight) {
 }
 
 // A post returns while its peer is dialed (here: taken and never answered), and a Wait
-// on it keeps its deadline. An Abort then fails every parked request, those of a peer
-// whose dial is in flight and those of a peer whose dial waits its turn, with the
-// abort's reason; later posts too.
+// on it keeps its deadline. An Abort then fails every parked request, of both peers
+// (one's dial taken and unanswered, the other's in flight or queued), with the abort's
+// reason; later posts too.
 TEST(TcpLazy, AnAbortFailsTheRequestsWaitingForADial) {
   std::string silent1, silent2;
   Result<UniqueFd> l1 = tcp::ListenTcp("127.0.0.1", 64, 0, &silent1);

@@ -11,8 +11,8 @@
 // is known: the engines get a peer's sockets after every one of them was accepted.
 //
 // A post never waits for a dial: a request to a peer without sockets is parked in the
-// peer's link, in post order, while a dialer thread dials (at most kMaxDialers at once,
-// so first contact with many peers costs about one dial, not one per peer in turn).
+// peer's link, in post order, while a dialer thread dials (several at once, so first
+// contact with many peers costs about one dial, not one per peer in turn).
 // The hand-over posts the parked requests to the engines before the peer counts as
 // connected, so a later post cannot overtake them; a failed, aborted or timed-out
 // connection fails them all with its error. The acceptor looks at the timers of links
@@ -40,8 +40,10 @@ namespace {
 // How often the acceptor looks whether the transport is closing, and at the links
 // waiting for a peer's dial.
 constexpr int64_t kAcceptLookMs = 100;
-// Dials in flight at once: each mostly waits for the peer's acceptor.
-constexpr size_t kMaxDialers = 8;
+// Dials in flight at once: about as many as this rank has cores (its channels, at most
+// kMaxChannels), at least 2. Each mostly waits for the peer's acceptor, but where ranks
+// outnumber the cores more dialers only take turns on them.
+constexpr size_t kMinDialers = 2;
 
 // Whether the peer closed `fd` (-1: no socket), on which it sends nothing before the
 // pair is connected.
@@ -177,7 +179,8 @@ RequestPtr TcpTransport::PostLazy(BasicRequest::Kind kind, int peer, uint64_t ta
       link.state = LinkState::kDialing;
       dial_queue_.push_back(peer);
       // An idle dialer takes it, or a new one where every idle one has a dial to take.
-      if (dial_queue_.size() > static_cast<size_t>(idle_dialers_) && dialers_.size() < kMaxDialers) {
+      if (dial_queue_.size() > static_cast<size_t>(idle_dialers_) &&
+          dialers_.size() < std::max(kMinDialers, engines_.size())) {
         dialers_.emplace_back([this] { DialLoop(); });
       }
       dial_cv_.notify_one();

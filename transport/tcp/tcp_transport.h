@@ -133,7 +133,7 @@ class TcpTransport final : public Transport {
   // A pair's sockets are made by whichever rank needs the other first; when both dial
   // at once, the higher rank's dial carries the pair and the lower one's is answered
   // "crossed" (never used for data). Posts to a peer being connected wait in its link,
-  // in post order, while dialer threads (at most kMaxDialers) dial.
+  // in post order, while dialer threads dial (about one per core of the rank).
   enum class LinkState { kNone, kDialing, kIncoming, kConnected, kFailed };
   struct Link {
     LinkState state = LinkState::kNone;
