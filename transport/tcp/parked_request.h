@@ -2,11 +2,15 @@
 // tcp_lazy.cc): the transport keeps it, with the peer's others in post order, and
 // posts it to an engine once the peer's sockets are handed over, or fails it with the
 // connection's error. Either way Release gives it the request that finishes it.
+// A Wait that would outlast the dial's own deadline first dials the peer itself when
+// no dialer took the dial yet (`dial`): where the cores are busy, a dialer thread would
+// have to be scheduled first.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -17,9 +21,18 @@ namespace chorus::transport::tcp {
 
 class ParkedRequest final : public Request {
  public:
+  // dial(deadline): dials the peer in this thread if its dial is still queued and its
+  // deadline is no later than `deadline`.
   ParkedRequest(BasicRequest::Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes,
-                uint64_t fingerprint)
-      : kind(kind), self(self), peer(peer), tag(tag), buf(buf), bytes(bytes), fingerprint(fingerprint) {}
+                uint64_t fingerprint, std::function<void(Deadline)> dial)
+      : kind(kind),
+        self(self),
+        peer(peer),
+        tag(tag),
+        buf(buf),
+        bytes(bytes),
+        fingerprint(fingerprint),
+        dial_(std::move(dial)) {}
 
   // Once: the engine's request for this post, or one completed with the connection's error.
   void Release(RequestPtr inner) {
@@ -33,6 +46,7 @@ class ParkedRequest final : public Request {
 
   bool Test() override { return released_.load(std::memory_order_acquire) && inner_->Test(); }
   Status Wait(Deadline deadline) override {
+    if (!released_.load(std::memory_order_acquire)) dial_(deadline);
     if (!released_.load(std::memory_order_acquire)) {
       std::unique_lock<std::mutex> lock(mu_);
       if (!cv_.wait_until(lock, deadline.at(), [this] { return released_.load(std::memory_order_relaxed); })) {
@@ -63,7 +77,8 @@ class ParkedRequest final : public Request {
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> released_{false};
-  RequestPtr inner_;  // set once, before released_
+  const std::function<void(Deadline)> dial_;  // the transport's; not called once released
+  RequestPtr inner_;                          // set once, before released_
 };
 
 }  // namespace chorus::transport::tcp

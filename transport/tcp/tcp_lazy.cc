@@ -191,7 +191,9 @@ RequestPtr TcpTransport::PostLazy(BasicRequest::Kind kind, int peer, uint64_t ta
   if (link.parked.empty()) {
     link.connect_by = Clock::now() + std::chrono::milliseconds(opts_.connect_timeout_ms);
   }
-  link.parked.push_back(std::make_shared<tcp::ParkedRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint));
+  // The request is released (failed at the latest) before the transport is gone.
+  auto dial = [this, peer](Deadline wait) { DialNow(peer, wait); };
+  link.parked.push_back(std::make_shared<tcp::ParkedRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint, dial));
   return link.parked.back();
 }
 
@@ -206,6 +208,14 @@ void TcpTransport::DialLoop() {
     dial_queue_.pop_front();
     DialLocked(lock, peer);
   }
+}
+
+void TcpTransport::DialNow(int peer, Deadline wait) {
+  std::unique_lock<std::mutex> lock(link_mu_);
+  const auto queued = std::find(dial_queue_.begin(), dial_queue_.end(), peer);
+  if (queued == dial_queue_.end() || links_[peer].connect_by > wait.at()) return;
+  dial_queue_.erase(queued);
+  DialLocked(lock, peer);
 }
 
 void TcpTransport::DialLocked(std::unique_lock<std::mutex>& lock, int peer) {

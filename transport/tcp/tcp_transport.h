@@ -158,6 +158,9 @@ class TcpTransport final : public Transport {
   // is under way either way), or failed with the connection's error.
   RequestPtr PostLazy(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
   void DialLoop();
+  // A waiting thread's help: dials `peer` itself if no dialer took its dial yet and
+  // the dial's deadline comes no later than `wait` (the wait then keeps its deadline).
+  void DialNow(int peer, Deadline wait);
   // Dials `peer` (queued kDialing) with the lock released meanwhile.
   void DialLocked(std::unique_lock<std::mutex>& lock, int peer);
   Status Dial(int peer, Deadline deadline, Dialed* out);
