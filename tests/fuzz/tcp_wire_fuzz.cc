@@ -25,7 +25,7 @@ bool SameHello(const Hello& a, const Hello& b) {
 bool SameReply(const Reply& a, const Reply& b) {
   return a.accept == b.accept && a.crossed == b.crossed && a.comm_id == b.comm_id && a.acceptor == b.acceptor &&
          a.connector == b.connector && a.world_size == b.world_size && a.nsockets == b.nsockets &&
-         a.has_secret == b.has_secret && a.nonce == b.nonce && a.mac == b.mac;
+         a.has_secret == b.has_secret && a.aborted == b.aborted && a.nonce == b.nonce && a.mac == b.mac;
 }
 
 }  // namespace

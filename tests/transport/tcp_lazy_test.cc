@@ -1,6 +1,7 @@
 // CHORUS_TCP_CONNECT=lazy: sockets made the first time a request needs a peer. Crossing
 // dials (both ranks of a pair sending to each other first), peers that never answer,
-// and the descriptor limit met at one more peer. The transport contract in lazy mode
+// requests parked while their peer is dialed (order, failure, abort), and the
+// descriptor limit met at one more peer. The transport contract in lazy mode
 // is transport_test.cc's "epoll_lazy".
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -25,6 +26,7 @@ struct LazyOptions {
   int nsockets = 2;
   int channels = 2;
   int64_t connect_timeout_ms = 20000;
+  int64_t peer_timeout_ms = 30000;
   std::string secret;
 };
 
@@ -38,6 +40,7 @@ std::vector<std::unique_ptr<TcpTransport>> LazyWorld(int n, const LazyOptions& l
     o.nsockets = lo.nsockets;
     o.socket_bufsize = 1 << 20;
     o.connect_timeout_ms = ::chorus::testing::Scaled(std::chrono::milliseconds(lo.connect_timeout_ms)).count();
+    o.peer_timeout_ms = lo.peer_timeout_ms;
     if (!lo.secret.empty()) o.secret = JobSecret(lo.secret);
     auto t = TcpTransport::Listen(r, n, comm_id, o);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -276,13 +279,21 @@ TEST(TcpLazy, ADeadOrStoppedPeerFailsAtThePeerTimeout) {
     auto t = TcpTransport::Listen(1, 2, 5, o);
     ASSERT_TRUE(t.ok());
     ASSERT_TRUE(t.value()->Connect({{address, "peer-host"}, {t.value()->address(), "host1"}}, Soon()).ok());
-    int x = 0;
-    Status st = t.value()->Recv(0, 1, &x, sizeof(x))->Wait(Soon());
-    EXPECT_FALSE(st.ok());
-    for (const std::string& want :
-         {std::string("rank 0"), std::string("peer-host"), std::string("CHORUS_PEER_TIMEOUT")}) {
-      EXPECT_NE(st.message().find(want), std::string::npos) << (dead ? "dead: " : "stopped: ") << st.message();
+    // Several requests parked behind the one dial: all fail with its error.
+    int x = 0, y = 1, z = 0;
+    std::vector<RequestPtr> reqs = {t.value()->Recv(0, 1, &x, sizeof(x)), t.value()->Send(0, 1, &y, sizeof(y)),
+                                    t.value()->Recv(0, 2, &z, sizeof(z))};
+    for (auto& r : reqs) {
+      Status st = r->Wait(Soon());
+      EXPECT_FALSE(st.ok());
+      for (const std::string& want :
+           {std::string("rank 0"), std::string("peer-host"), std::string("CHORUS_PEER_TIMEOUT")}) {
+        EXPECT_NE(st.message().find(want), std::string::npos) << (dead ? "dead: " : "stopped: ") << st.message();
+      }
     }
+    // The link failed for good: a later post gets the same error at once.
+    Status again = t.value()->Send(0, 3, &y, sizeof(y))->Wait(Soon());
+    EXPECT_EQ(again.message(), reqs[0]->status().message());
   }
 }
 
@@ -310,6 +321,131 @@ TEST(TcpLazy, AnAbortEndsADialInFlight) {
   t.value()->Abort(AbortedError("the test gave up"));
   sender.join();
   EXPECT_NE(st.message().find("the test gave up"), std::string::npos) << st.message();
+}
+
+// A post returns while its peer is dialed (here: taken and never answered), and a Wait
+// on it keeps its deadline. An Abort then fails every parked request, of both peers
+// (one's dial taken and unanswered, the other's in flight or queued), with the abort's
+// reason; later posts too.
+TEST(TcpLazy, AnAbortFailsTheRequestsWaitingForADial) {
+  std::string silent1, silent2;
+  Result<UniqueFd> l1 = tcp::ListenTcp("127.0.0.1", 64, 0, &silent1);
+  Result<UniqueFd> l2 = tcp::ListenTcp("127.0.0.1", 64, 0, &silent2);
+  ASSERT_TRUE(l1.ok() && l2.ok());
+  TcpOptions o;
+  o.connect = ConnectMode::kLazy;
+  o.connect_timeout_ms = 60 * 60 * 1000;
+  o.peer_timeout_ms = 60 * 60 * 1000;
+  auto t = TcpTransport::Listen(0, 3, 5, o);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(
+      t.value()->Connect({{t.value()->address(), "host0"}, {silent1, "quiet1"}, {silent2, "quiet2"}}, Soon()).ok());
+  int x[6] = {};
+  std::vector<RequestPtr> reqs;
+  for (int i = 0; i < 3; ++i) {
+    reqs.push_back(t.value()->Send(1, 1, &x[i], sizeof(int)));
+    reqs.push_back(t.value()->Recv(2, 1, &x[3 + i], sizeof(int)));
+  }
+  Result<UniqueFd> taken = tcp::AcceptTcp(l1.value().get(), Soon());
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  for (auto& r : reqs) EXPECT_FALSE(r->Test());
+  Status early = reqs[0]->Wait(Deadline::AfterMs(10));
+  EXPECT_EQ(early.code(), StatusCode::kTimeout) << early.ToString();
+  EXPECT_NE(early.message().find("connecting to rank 1"), std::string::npos) << early.message();
+  t.value()->Abort(AbortedError("the test gave up"));
+  reqs.push_back(t.value()->Send(2, 2, &x[0], sizeof(int)));
+  for (auto& r : reqs) {
+    Status st = r->Wait(Soon());
+    EXPECT_NE(st.message().find("the test gave up"), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(t.value()->connected_peers(), 0);
+}
+
+// Many peers posted to before any is connected: a first all-to-all of 16 ranks, each
+// rank's thread posting to all 15 peers at once, completes with every message intact.
+TEST(TcpLazy, AFirstAllToAllOfSixteenRanks) {
+  constexpr int kN = 16;
+  auto t = LazyWorld(kN, {}, 78);
+  ASSERT_EQ(t.size(), static_cast<size_t>(kN));
+  std::vector<std::string> errors(kN);
+  std::vector<std::thread> threads;
+  for (int me = 0; me < kN; ++me) {
+    threads.emplace_back([&, me] {
+      std::vector<int> out(kN), in(kN, -1);
+      std::vector<RequestPtr> reqs;
+      for (int p = 0; p < kN; ++p) {
+        if (p == me) continue;
+        out[p] = me * 100 + p;
+        reqs.push_back(t[me]->Send(p, CollectiveTag(0, 1), &out[p], sizeof(int)));
+        reqs.push_back(t[me]->Recv(p, CollectiveTag(0, 1), &in[p], sizeof(int)));
+      }
+      for (auto& r : reqs) {
+        Status st = r->Wait(Soon());
+        if (!st.ok()) errors[me] += st.ToString() + "; ";
+      }
+      for (int p = 0; p < kN; ++p) {
+        if (p != me && in[p] != p * 100 + me)
+          errors[me] += "from rank " + std::to_string(p) + ": " + std::to_string(in[p]);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < kN; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(t[r]->connected_peers(), kN - 1);
+  }
+}
+
+// Messages of one tag posted before the pair is connected (parked), while its sockets
+// are handed over, and after, on both sides (both dial): the n-th Recv gets the n-th
+// message. The receiver's acceptor is held so that the first posts wait for the dial.
+TEST(TcpLazy, OrderIsKeptAcrossTheConnection) {
+  constexpr int kMsgs = 300;
+  for (int round = 0; round < 4; ++round) {
+    auto t = LazyWorld(2, {}, 200 + static_cast<uint64_t>(round));
+    ASSERT_EQ(t.size(), 2u);
+    UniqueFd hold0 = Blocker(t[0]->address()), hold1 = Blocker(t[1]->address());
+    std::vector<int> out(kMsgs), in(kMsgs, -1);
+    std::vector<RequestPtr> sends, recvs;
+    std::thread receiver([&] {
+      for (int i = 0; i < kMsgs; ++i) recvs.push_back(t[1]->Recv(0, 4, &in[i], sizeof(int)));
+    });
+    for (int i = 0; i < kMsgs; ++i) {
+      out[i] = i;
+      sends.push_back(t[0]->Send(1, 4, &out[i], sizeof(int)));
+      if (i == kMsgs / 4) {
+        hold0.reset();
+        hold1.reset();
+      }
+    }
+    receiver.join();
+    for (auto& r : sends) ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+    for (auto& r : recvs) ASSERT_TRUE(r->Wait(Soon()).ok()) << r->status().ToString();
+    for (int i = 0; i < kMsgs; ++i) ASSERT_EQ(in[i], i) << "round " << round;
+  }
+}
+
+// The higher rank of a crossing pair answered the lower one's dial "crossed" and is
+// destroyed before its own dial got through: the lower rank's waiting requests fail
+// naming it as soon as its acceptor is free to look, not at the (here endless) peer
+// timeout.
+TEST(TcpLazy, AHigherRankGoneBeforeItsCrossingDialIsNamed) {
+  LazyOptions lo;
+  lo.peer_timeout_ms = 60 * 60 * 1000;
+  auto t = LazyWorld(2, lo, 300);
+  ASSERT_EQ(t.size(), 2u);
+  UniqueFd hold0 = Blocker(t[0]->address()), hold1 = Blocker(t[1]->address());
+  int x = 0, y = 1;
+  auto r = t[0]->Recv(1, 1, &x, sizeof(x));
+  auto s = t[1]->Send(0, 1, &y, sizeof(y));
+  hold1.reset();  // rank 1 answers rank 0's dial; rank 1's own waits behind hold0
+  while (t[0]->crossed_dials() == 0) std::this_thread::yield();
+  t[1].reset();
+  hold0.reset();
+  Status st = r->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kPeerFailed) << st.ToString();
+  EXPECT_NE(st.message().find("rank 1 (host host1"), std::string::npos) << st.message();
+  EXPECT_TRUE(s->Test());
 }
 
 // With RLIMIT_NOFILE too low for one more peer's sockets, the request that needed it

@@ -393,6 +393,11 @@ TEST_P(TransportTest, AbortReachesPeersWithTheReason) {
 TEST_P(TransportTest, DestroyedPeerFailsPendingRequestsNamingIt) {
   auto t = Mesh(2);
   ASSERT_EQ(t.size(), 2u);
+  // Connected first (lazy TCP): a peer gone before it connected is tcp_lazy_test's.
+  int x = 1, y = 0;
+  auto hello = t[1]->Send(0, 3, &x, sizeof(x));
+  ASSERT_TRUE(t[0]->Recv(1, 3, &y, sizeof(y))->Wait(Soon()).ok());
+  ASSERT_TRUE(hello->Wait(Soon()).ok());
   std::vector<char> in(64 << 20), out(64 << 20);
   auto r = t[0]->Recv(1, 1, in.data(), in.size());
   auto s = t[1]->Send(0, 2, out.data(), out.size());  // never received: rank 1 has work pending

@@ -66,7 +66,7 @@ TEST(Wire, ReplyCarriesTheVerdictAndReasonLength) {
   EXPECT_EQ(len, r.reason.size());
 }
 
-TEST(Wire, CrossedVerdictAndLazyFlagRoundTrip) {
+TEST(Wire, CrossedVerdictAbortedAndLazyFlagsRoundTrip) {
   Reply r;
   r.crossed = true;
   uint8_t buf[kReplySize];
@@ -76,6 +76,15 @@ TEST(Wire, CrossedVerdictAndLazyFlagRoundTrip) {
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->accept);
   EXPECT_TRUE(d->crossed);
+  EXPECT_FALSE(d->aborted);
+  Reply refused;
+  refused.aborted = true;
+  refused.reason = "rank 0 aborted: because";
+  EncodeReply(refused, buf);
+  d = DecodeReply(buf, &len);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->accept || d->crossed);
+  EXPECT_TRUE(d->aborted);
   Hello h;
   h.lazy = true;
   uint8_t hb[kHelloSize];

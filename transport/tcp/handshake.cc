@@ -69,7 +69,7 @@ constexpr const char* kConnectorLabel = "chorus-tcp-connector";
 }  // namespace
 
 Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, const std::string& peer_desc,
-                          Deadline deadline, bool* crossed) {
+                          Deadline deadline, bool* crossed, bool* peer_aborted) {
   std::string what = "handshake with " + peer_desc + " (socket " + std::to_string(index) + ")";
   Hello h{self.comm_id, self.rank, peer, self.size, index, self.nsockets, !self.secret.empty(), self.lazy, {}};
   if (h.has_secret) {
@@ -96,6 +96,7 @@ Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, con
     return Status::Ok();
   }
   if (!r->accept) {
+    if (peer_aborted != nullptr) *peer_aborted = r->aborted;
     const bool mismatch = r->comm_id != self.comm_id || r->has_secret != h.has_secret;
     Status st = mismatch ? MismatchError("") : PeerFailed("");
     return Status(st.code(), me + ": " + peer_desc + " refused the connection: " + reason);
@@ -148,11 +149,12 @@ Result<AcceptedSocket> AcceptorHandshake(int fd, const Identity& self, const Adm
   Admission admission;
   if (!refused) {
     admission = admit(h->sender, h->socket_index);
-    if (admission.verdict == Admit::kRefuse) refused = admission.reason;
+    if (admission.verdict == Admit::kRefuse || admission.verdict == Admit::kAborted) refused = admission.reason;
   }
   Reply r;
   r.accept = !refused && admission.verdict == Admit::kAccept;
   r.crossed = !refused && admission.verdict == Admit::kCrossed;
+  r.aborted = admission.verdict == Admit::kAborted;
   r.comm_id = self.comm_id;
   r.acceptor = self.rank;
   r.connector = h->sender;

@@ -26,8 +26,9 @@ struct Identity {
 // Connector side: introduces itself as socket `index` to `peer`, reads the verdict.
 // `peer_desc` ("rank 0 (host h, 1.2.3.4:5)") names the peer in errors. A "crossed"
 // verdict (lazy mode only) sets *crossed and returns Ok: the socket carries nothing.
+// A rejection because the peer aborted sets *peer_aborted.
 Status ConnectorHandshake(int fd, const Identity& self, int peer, int index, const std::string& peer_desc,
-                          Deadline deadline, bool* crossed = nullptr);
+                          Deadline deadline, bool* crossed = nullptr, bool* peer_aborted = nullptr);
 
 // An incoming connection must finish its handshake within this: a stranger that
 // connects and stays silent holds the (one-at-a-time) acceptor up no longer.
@@ -41,10 +42,11 @@ struct AcceptedSocket {
 
 // Lazy mode: the acceptor's answer to a well-formed Hello from `peer` for socket
 // `index`, given what this rank has dialed and accepted already.
-enum class Admit { kAccept, kCrossed, kRefuse };
+// kAborted: refused because this rank's communicator aborted.
+enum class Admit { kAccept, kCrossed, kRefuse, kAborted };
 struct Admission {
   Admit verdict = Admit::kRefuse;
-  std::string reason;  // kRefuse: why
+  std::string reason;  // kRefuse, kAborted: why
 };
 using AdmitFn = std::function<Admission(int peer, int index)>;
 

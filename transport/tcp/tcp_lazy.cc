@@ -9,7 +9,16 @@
 // and the lower rank waits for it; a dial that reached an idle acceptor first makes that
 // acceptor wait for it instead of dialing. A socket carries data only once its verdict
 // is known: the engines get a peer's sockets after every one of them was accepted.
+//
+// A post never waits for a dial: a request to a peer without sockets is parked in the
+// peer's link, in post order, while a dialer thread dials (several at once, so first
+// contact with many peers costs about one dial, not one per peer in turn).
+// The hand-over posts the parked requests to the engines before the peer counts as
+// connected, so a later post cannot overtake them; a failed, aborted or timed-out
+// connection fails them all with its error. The acceptor looks at the timers of links
+// waiting for a peer's dial.
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -20,6 +29,7 @@
 #include "common/log.h"
 #include "transport/tcp/engine.h"
 #include "transport/tcp/handshake.h"
+#include "transport/tcp/parked_request.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace chorus::transport {
@@ -27,8 +37,28 @@ namespace chorus::transport {
 using tcp::UniqueFd;
 
 namespace {
-// How often the acceptor looks whether the transport is closing.
+// How often the acceptor looks whether the transport is closing, and at the links
+// waiting for a peer's dial.
 constexpr int64_t kAcceptLookMs = 100;
+// Dials in flight at once: about as many as this rank has cores (its channels, at most
+// kMaxChannels), at least 2. Each mostly waits for the peer's acceptor, but where ranks
+// outnumber the cores more dialers only take turns on them.
+constexpr size_t kMinDialers = 2;
+
+// Whether the peer closed `fd` (-1: no socket), on which it sends nothing before the
+// pair is connected.
+bool Closed(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
+RequestPtr Failed(BasicRequest::Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes,
+                  uint64_t fingerprint, const Status& st) {
+  auto req = std::make_shared<BasicRequest>(kind, self, peer, tag, buf, bytes, fingerprint);
+  req->Complete(st);
+  return req;
+}
 }  // namespace
 
 std::string TcpTransport::PeerDesc(int peer) const {
@@ -50,10 +80,17 @@ Status TcpTransport::ConnectLazy(const std::vector<PeerAddress>& peers, int chan
   return Status::Ok();
 }
 
-Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fds, bool* crossed) {
+Status TcpTransport::Dial(int peer, Deadline deadline, Dialed* out) {
   const std::string desc = PeerDesc(peer);
   const std::string me = "rank " + std::to_string(rank_);
-  CHORUS_RETURN_IF_ERROR(ReserveFds(socks_per_peer_,
+  int in_flight = 1;
+  {
+    std::lock_guard<std::mutex> lock(link_mu_);
+    if (!link_abort_.ok()) return link_abort_;
+    in_flight = dials_in_flight_;
+  }
+  // Room for every dial in flight: the others' sockets may not be open yet.
+  CHORUS_RETURN_IF_ERROR(ReserveFds(int64_t{socks_per_peer_} * in_flight,
                                     me + ": connecting to " + desc + ", " + std::to_string(opts_.nsockets) +
                                         " sockets x " + std::to_string(socks_per_peer_ / opts_.nsockets) + " channels",
                                     "use fewer sockets (CHORUS_NSOCKS_PERPEER, CHORUS_TCP_LANES)"));
@@ -83,7 +120,8 @@ Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fd
       links_[peer].dial_fd = fd.value().get();
     }
     bool was_crossed = false;
-    Status st = tcp::ConnectorHandshake(fd.value().get(), self, peer, i, desc, answer_by(), &was_crossed);
+    Status st =
+        tcp::ConnectorHandshake(fd.value().get(), self, peer, i, desc, answer_by(), &was_crossed, &out->peer_aborted);
     {
       std::lock_guard<std::mutex> lock(link_mu_);
       links_[peer].dial_fd = -1;
@@ -97,84 +135,144 @@ Status TcpTransport::Dial(int peer, Deadline deadline, std::vector<UniqueFd>* fd
     if (was_crossed) {
       // Only a pair's first socket decides; later ones were agreed to with it.
       if (i > 0) return ProtocolError(me + ": " + desc + " answered socket " + std::to_string(i) + " \"crossed\"");
-      *crossed = true;
-      return Status::Ok();
+      out->crossed = true;
     }
-    fds->push_back(std::move(fd.value()));
+    out->fds.push_back(std::move(fd.value()));
+    if (out->crossed) break;
   }
   return Status::Ok();
 }
 
 void TcpTransport::StopDialsLocked(const Status& reason) {
   if (link_abort_.ok()) link_abort_ = reason;
-  for (Link& link : links_) {
+  for (int p = 0; p < static_cast<int>(links_.size()); ++p) {
+    Link& link = links_[p];
     if (link.dial_fd >= 0) ::shutdown(link.dial_fd, SHUT_RDWR);
+    if (link.state == LinkState::kDialing || link.state == LinkState::kIncoming) FailLinkLocked(p, link_abort_);
   }
-  link_cv_.notify_all();
 }
 
-Status TcpTransport::EnsureConnected(int peer) {
-  if (connected_[peer].load(std::memory_order_acquire)) return Status::Ok();
-  const Deadline deadline = Deadline::AfterMs(opts_.connect_timeout_ms);
-  std::unique_lock<std::mutex> lock(link_mu_);
+void TcpTransport::FailLinkLocked(int peer, const Status& st) {
   Link& link = links_[peer];
+  link.state = LinkState::kFailed;
+  link.error = st;
+  link.incoming.clear();
+  link.have = 0;
+  link.crossed.reset();
+  for (const auto& r : link.parked)
+    r->Release(Failed(r->kind, rank_, peer, r->tag, r->buf, r->bytes, r->fingerprint, st));
+  link.parked.clear();
+}
+
+RequestPtr TcpTransport::PostLazy(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
+                                  uint64_t fingerprint) {
+  std::lock_guard<std::mutex> lock(link_mu_);
+  Link& link = links_[peer];
+  if (!link_abort_.ok()) return Failed(kind, rank_, peer, tag, buf, bytes, fingerprint, link_abort_);
+  switch (link.state) {
+    case LinkState::kConnected:  // since the caller looked
+      return PostNow(kind, peer, tag, buf, bytes, fingerprint);
+    case LinkState::kFailed: return Failed(kind, rank_, peer, tag, buf, bytes, fingerprint, link.error);
+    case LinkState::kNone:
+      // Marked before the dial leaves: a lower rank's dial that comes meanwhile is
+      // answered "crossed", and this dial carries the pair.
+      link.state = LinkState::kDialing;
+      dial_queue_.push_back(peer);
+      // An idle dialer takes it, or a new one where every idle one has a dial to take.
+      if (dial_queue_.size() > static_cast<size_t>(idle_dialers_) &&
+          dialers_.size() < std::max(kMinDialers, engines_.size())) {
+        dialers_.emplace_back([this] { DialLoop(); });
+      }
+      dial_cv_.notify_one();
+      break;
+    case LinkState::kDialing:
+    case LinkState::kIncoming: break;
+  }
+  if (link.parked.empty()) {
+    link.connect_by = Clock::now() + std::chrono::milliseconds(opts_.connect_timeout_ms);
+  }
+  // The request is released (failed at the latest) before the transport is gone.
+  auto dial = [this, peer](Deadline wait) { DialNow(peer, wait); };
+  link.parked.push_back(std::make_shared<tcp::ParkedRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint, dial));
+  return link.parked.back();
+}
+
+void TcpTransport::DialLoop() {
+  std::unique_lock<std::mutex> lock(link_mu_);
   for (;;) {
-    if (!link_abort_.ok()) return link_abort_;
-    switch (link.state) {
-      case LinkState::kConnected: return Status::Ok();
-      case LinkState::kFailed: return link.error;
-      case LinkState::kNone: {
-        link.state = LinkState::kDialing;
-        lock.unlock();
-        std::vector<UniqueFd> fds;
-        bool crossed = false;
-        Status st = Dial(peer, deadline, &fds, &crossed);
-        lock.lock();
-        if (crossed) crossed_dials_.fetch_add(1, std::memory_order_relaxed);
-        // The peer is higher and its dial was taken meanwhile: ours was (or will be)
-        // answered "crossed"; wait for the sockets its dial brings.
-        if (link.state != LinkState::kDialing) continue;
-        if (!st.ok()) {
-          link.state = LinkState::kFailed;
-          link.error = st;
-          link_cv_.notify_all();
-          return st;
-        }
-        if (crossed) {
-          link.state = LinkState::kIncoming;  // the peer dials us: its dial carries the pair
-          link.heard = Clock::now();
-          continue;
-        }
-        HandOverLocked(peer, std::move(fds));
-        continue;  // kConnected, or kFailed naming the socket option that failed
-      }
-      case LinkState::kDialing:  // another of our threads dials
-      case LinkState::kIncoming: {
-        // A peer that dials us brings its sockets at once: one silent for
-        // CHORUS_PEER_TIMEOUT since its last (or since its dial was known) is gone.
-        const auto silent_at = link.heard + std::chrono::milliseconds(opts_.peer_timeout_ms);
-        const bool incoming = link.state == LinkState::kIncoming;
-        const auto until = incoming ? std::min(deadline.at(), silent_at) : deadline.at();
-        if (link_cv_.wait_until(lock, until) == std::cv_status::timeout && link.state == LinkState::kIncoming &&
-            link_abort_.ok() && Clock::now() >= link.heard + std::chrono::milliseconds(opts_.peer_timeout_ms)) {
-          link.state = LinkState::kFailed;
-          link.error = TimeoutError("rank " + std::to_string(rank_) + ": " + PeerDesc(peer) + " began connecting (" +
-                                    std::to_string(link.have) + " of " + std::to_string(socks_per_peer_) +
-                                    " sockets) and brought no more within " + std::to_string(opts_.peer_timeout_ms) +
-                                    " ms (CHORUS_PEER_TIMEOUT)");
-          link.incoming.clear();
-          link_cv_.notify_all();
-          return link.error;
-        }
-        if (deadline.expired() && link.state != LinkState::kConnected && link.state != LinkState::kFailed &&
-            link_abort_.ok()) {
-          return TimeoutError("rank " + std::to_string(rank_) + ": no connection with " + PeerDesc(peer) + " within " +
-                              std::to_string(opts_.connect_timeout_ms) + " ms (" +
-                              (link.state == LinkState::kDialing ? "dialing it" : "waiting for its dial") +
-                              "; CHORUS_CONNECT_TIMEOUT)");
-        }
-        break;
-      }
+    ++idle_dialers_;
+    dial_cv_.wait(lock, [this] { return stop_dialing_ || !dial_queue_.empty(); });
+    --idle_dialers_;
+    if (stop_dialing_) return;
+    const int peer = dial_queue_.front();
+    dial_queue_.pop_front();
+    DialLocked(lock, peer);
+  }
+}
+
+void TcpTransport::DialNow(int peer, Deadline wait) {
+  std::unique_lock<std::mutex> lock(link_mu_);
+  const auto queued = std::find(dial_queue_.begin(), dial_queue_.end(), peer);
+  if (queued == dial_queue_.end() || links_[peer].connect_by > wait.at()) return;
+  dial_queue_.erase(queued);
+  DialLocked(lock, peer);
+}
+
+void TcpTransport::DialLocked(std::unique_lock<std::mutex>& lock, int peer) {
+  Link& link = links_[peer];
+  if (link.state != LinkState::kDialing) return;  // failed or aborted while queued
+  ++dials_in_flight_;
+  const Deadline deadline(link.connect_by);
+  lock.unlock();
+  Dialed d;
+  Status st = Dial(peer, deadline, &d);
+  lock.lock();
+  --dials_in_flight_;
+  if (d.crossed) crossed_dials_.fetch_add(1, std::memory_order_relaxed);
+  // The peer is higher and its dial was taken meanwhile (ours was, or will be, answered
+  // "crossed"), or the link failed or was aborted: nothing more for this dial to do.
+  if (link.state != LinkState::kDialing) return;
+  if (!st.ok() && d.peer_aborted) {
+    // As a peer's ABORT frame does: this communicator is doomed too; the others hear it.
+    lock.unlock();
+    Abort(st);
+    lock.lock();
+    return;
+  }
+  if (!st.ok()) return FailLinkLocked(peer, st);
+  if (d.crossed) {
+    link.state = LinkState::kIncoming;  // the peer dials us: its dial carries the pair
+    link.heard = Clock::now();
+    link.crossed = std::move(d.fds[0]);
+    return;
+  }
+  HandOverLocked(peer, std::move(d.fds));
+}
+
+void TcpTransport::CheckLinksLocked(Clock::time_point now) {
+  for (int p = 0; p < size_; ++p) {
+    Link& link = links_[p];
+    if (link.state != LinkState::kIncoming) continue;
+    // A peer that gave up its dial (it aborted, failed or was destroyed) closed the
+    // sockets it made, or the one we made whose dial it answered "crossed".
+    bool closed = Closed(link.crossed.get());
+    for (const UniqueFd& fd : link.incoming) closed = closed || Closed(fd.get());
+    if (closed) {
+      FailLinkLocked(p, PeerFailed("rank " + std::to_string(rank_) + ": " + PeerDesc(p) +
+                                   " closed its connection before it was made (it aborted, failed or was destroyed)"));
+      continue;
+    }
+    // A peer that dials us brings its sockets at once: one silent for
+    // CHORUS_PEER_TIMEOUT since its last (or since its dial was known) is gone.
+    if (now >= link.heard + std::chrono::milliseconds(opts_.peer_timeout_ms)) {
+      FailLinkLocked(p, TimeoutError("rank " + std::to_string(rank_) + ": " + PeerDesc(p) + " began connecting (" +
+                                     std::to_string(link.have) + " of " + std::to_string(socks_per_peer_) +
+                                     " sockets) and brought no more within " + std::to_string(opts_.peer_timeout_ms) +
+                                     " ms (CHORUS_PEER_TIMEOUT)"));
+    } else if (!link.parked.empty() && now >= link.connect_by) {
+      FailLinkLocked(p, TimeoutError("rank " + std::to_string(rank_) + ": no connection with " + PeerDesc(p) +
+                                     " within " + std::to_string(opts_.connect_timeout_ms) +
+                                     " ms (waiting for its dial; CHORUS_CONNECT_TIMEOUT)"));
     }
   }
 }
@@ -184,7 +282,7 @@ tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
   Link& link = links_[peer];
   const std::string them = "rank " + std::to_string(peer);
   if (!link_abort_.ok())
-    return {Admit::kRefuse, "rank " + std::to_string(rank_) + " aborted: " + link_abort_.message()};
+    return {Admit::kAborted, "rank " + std::to_string(rank_) + " aborted: " + link_abort_.message()};
   if (index == 0) {
     const bool take = link.state == LinkState::kNone || (link.state == LinkState::kIncoming && link.have == 0) ||
                       (link.state == LinkState::kDialing && peer > rank_);
@@ -194,6 +292,8 @@ tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
       if (link.state == LinkState::kDialing || (link.state == LinkState::kConnected && peer < rank_)) {
         return {Admit::kCrossed, {}};
       }
+      if (link.state == LinkState::kFailed)
+        return {Admit::kRefuse, them + "'s connection failed: " + link.error.message()};
       return {Admit::kRefuse, "duplicate connection: " + them + " is already connected or connecting"};
     }
     Status room = ReserveFds(socks_per_peer_ - 1,
@@ -201,9 +301,7 @@ tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
                                  std::to_string(socks_per_peer_) + " sockets",
                              "use fewer sockets (CHORUS_NSOCKS_PERPEER, CHORUS_TCP_LANES)");
     if (!room.ok()) {
-      link.state = LinkState::kFailed;
-      link.error = room;
-      link_cv_.notify_all();
+      FailLinkLocked(peer, room);
       return {Admit::kRefuse, room.message()};
     }
     link.state = LinkState::kIncoming;
@@ -223,12 +321,17 @@ void TcpTransport::AcceptLoop() {
   while (!stop_accepting_.load()) {
     // An engine that failed (a peer's ABORT, a silent peer) stops this rank's dials and
     // waits for dials too: they must not outlast the failure until their deadline.
+    Status failed;
     for (auto& e : engines_) {
       if (Status st = e->health(); !st.ok()) {
-        std::lock_guard<std::mutex> lock(link_mu_);
-        if (link_abort_.ok()) StopDialsLocked(st);
+        failed = st;
         break;
       }
+    }
+    {
+      std::lock_guard<std::mutex> lock(link_mu_);
+      if (!failed.ok() && link_abort_.ok()) StopDialsLocked(failed);
+      CheckLinksLocked(Clock::now());
     }
     Result<UniqueFd> fd = tcp::AcceptTcp(listen_fd_.get(), Deadline::AfterMs(kAcceptLookMs));
     if (!fd.ok()) {
@@ -251,9 +354,13 @@ void TcpTransport::AcceptLoop() {
       CHORUS_WARN(a.status().message());
       continue;
     }
-    if (a->crossed) continue;  // the socket closes; our own dial carries the pair
     std::lock_guard<std::mutex> lock(link_mu_);
     Link& link = links_[a->peer];
+    if (a->crossed) {
+      // Our own dial carries the pair; the socket stays open until it is done or gave up.
+      if (link.state == LinkState::kDialing) link.crossed = std::move(fd.value());
+      continue;
+    }
     if (link.state != LinkState::kIncoming) continue;  // failed or aborted meanwhile
     link.incoming[a->index] = std::move(fd.value());
     link.heard = Clock::now();
@@ -263,22 +370,13 @@ void TcpTransport::AcceptLoop() {
 
 void TcpTransport::HandOverLocked(int peer, std::vector<UniqueFd> fds) {
   Link& link = links_[peer];
-  if (!link_abort_.ok()) {
-    // The engines are gone: the sockets close, and the peer fails its requests naming us.
-    link.state = LinkState::kFailed;
-    link.error = link_abort_;
-    link_cv_.notify_all();
-    return;
-  }
+  // Aborted: the engines are gone; the sockets close, and the peer fails its requests naming us.
+  if (!link_abort_.ok()) return FailLinkLocked(peer, link_abort_);
   for (UniqueFd& fd : fds) {
     Status st = tcp::SetDataSocketOptions(fd.get(), opts_.socket_bufsize);
     if (st.ok()) st = tcp::SetLivenessOptions(fd.get(), opts_.peer_timeout_ms);
-    if (!st.ok()) {
-      link.state = LinkState::kFailed;
-      link.error = st.WithContext("rank " + std::to_string(rank_) + ": socket to " + PeerDesc(peer));
-      link_cv_.notify_all();
-      return;
-    }
+    if (!st.ok())
+      return FailLinkLocked(peer, st.WithContext("rank " + std::to_string(rank_) + ": socket to " + PeerDesc(peer)));
   }
   // Socket k x nsockets + i of the pair is socket i of channel k on both sides.
   for (size_t k = 0; k < engines_.size(); ++k) {
@@ -289,8 +387,14 @@ void TcpTransport::HandOverLocked(int peer, std::vector<UniqueFd> fds) {
   link.state = LinkState::kConnected;
   link.incoming.clear();
   link.have = 0;
+  link.crossed.reset();
+  // The engines take the sockets before the parked posts, and those before any post
+  // that sees the peer connected; their callers see them once it is.
+  std::vector<RequestPtr> posted;
+  for (const auto& r : link.parked) posted.push_back(PostNow(r->kind, peer, r->tag, r->buf, r->bytes, r->fingerprint));
   connected_[peer].store(true, std::memory_order_release);
-  link_cv_.notify_all();
+  for (size_t i = 0; i < posted.size(); ++i) link.parked[i]->Release(std::move(posted[i]));
+  link.parked.clear();
 }
 
 }  // namespace chorus::transport

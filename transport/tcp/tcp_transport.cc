@@ -43,6 +43,16 @@ TcpTransport::TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts
     : rank_(rank), size_(size), comm_id_(comm_id), opts_(std::move(opts)) {}
 
 TcpTransport::~TcpTransport() {
+  std::vector<std::thread> dialers;
+  {
+    // Dials in flight end, and requests still waiting for them fail.
+    std::lock_guard<std::mutex> lock(link_mu_);
+    stop_dialing_ = true;
+    if (!links_.empty()) StopDialsLocked(AbortedError("rank " + std::to_string(rank_) + ": transport destroyed"));
+    dialers.swap(dialers_);
+  }
+  dial_cv_.notify_all();
+  for (std::thread& d : dialers) d.join();
   if (acceptor_.joinable()) {
     stop_accepting_.store(true);
     ::shutdown(listen_fd_.get(), SHUT_RDWR);  // wakes its accept
@@ -229,12 +239,19 @@ RequestPtr TcpTransport::Post(bool send, int peer, uint64_t tag, void* buf, size
               ? Unavailable("rank " + std::to_string(rank_) + ": TCP transport used before Connect()")
               : pre_connect_error_;
   }
-  if (bad.ok() && opts_.connect == ConnectMode::kLazy && peer != rank_) bad = EnsureConnected(peer);
   if (!bad.ok()) {
     auto req = std::make_shared<BasicRequest>(kind, rank_, peer, tag, buf, bytes, fingerprint);
     req->Complete(bad);
     return req;
   }
+  if (opts_.connect == ConnectMode::kLazy && peer != rank_ && !connected_[peer].load(std::memory_order_acquire)) {
+    return PostLazy(kind, peer, tag, buf, bytes, fingerprint);
+  }
+  return PostNow(kind, peer, tag, buf, bytes, fingerprint);
+}
+
+RequestPtr TcpTransport::PostNow(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
+                                 uint64_t fingerprint) {
   const int parts = PartsOf(peer, tag, bytes);
   if (parts == 0) return engines_[0]->Post(kind, peer, tag, buf, bytes, fingerprint);
   // Equal parts (the last takes the remainder) on consecutive channels after channel 0, from

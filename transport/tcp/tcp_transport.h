@@ -21,6 +21,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,7 @@
 #include "common/job_secret.h"
 #include "common/status.h"
 #include "transport/early_hold.h"
+#include "transport/request.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/transport.h"
 
@@ -38,6 +40,7 @@ namespace chorus::transport {
 
 namespace tcp {
 class Engine;
+class ParkedRequest;
 struct Admission;
 }  // namespace tcp
 
@@ -114,6 +117,8 @@ class TcpTransport final : public Transport {
  private:
   TcpTransport(int rank, int size, uint64_t comm_id, TcpOptions opts);
   RequestPtr Post(bool send, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
+  // Posts to the engines (a peer with sockets, or this rank).
+  RequestPtr PostNow(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
   // How many parts a message of `bytes` with `tag` is cut into, on channels 1, 2, ...
   // (0: it goes whole on channel 0).
   int PartsOf(int peer, uint64_t tag, size_t bytes) const;
@@ -127,7 +132,8 @@ class TcpTransport final : public Transport {
   // ---- Lazy mode (tcp_lazy.cc) ----
   // A pair's sockets are made by whichever rank needs the other first; when both dial
   // at once, the higher rank's dial carries the pair and the lower one's is answered
-  // "crossed" (never used for data).
+  // "crossed" (never used for data). Posts to a peer being connected wait in its link,
+  // in post order, while dialer threads dial (about one per core of the rank).
   enum class LinkState { kNone, kDialing, kIncoming, kConnected, kFailed };
   struct Link {
     LinkState state = LinkState::kNone;
@@ -136,17 +142,39 @@ class TcpTransport final : public Transport {
     Status error;             // kFailed
     int dial_fd = -1;         // the socket our dial is handshaking on (an abort shuts it down)
     Clock::time_point heard;  // kIncoming: when the peer's dial last brought a socket
+    std::vector<std::shared_ptr<tcp::ParkedRequest>> parked;  // posted before the sockets came, in order
+    Clock::time_point connect_by;                             // parked: CHORUS_CONNECT_TIMEOUT runs out
+    // The socket of a crossed dial, kept open by both ranks while the higher one dials:
+    // its closing tells the lower rank (kIncoming) that the higher one gave up.
+    tcp::UniqueFd crossed;
+  };
+  struct Dialed {
+    std::vector<tcp::UniqueFd> fds;  // the pair's sockets; crossed: the crossed socket
+    bool crossed = false;            // the peer's own dial carries the pair
+    bool peer_aborted = false;       // refused: the peer's communicator aborted
   };
   Status ConnectLazy(const std::vector<PeerAddress>& peers, int channels);
-  // Makes the sockets to `peer` unless there are some: returns once the engines have them,
-  // or an error naming the peer within the connect timeout.
-  Status EnsureConnected(int peer);
-  Status Dial(int peer, Deadline deadline, std::vector<tcp::UniqueFd>* fds, bool* crossed);
+  // A post to a peer without sockets: parked until they come (a dial queued unless one
+  // is under way either way), or failed with the connection's error.
+  RequestPtr PostLazy(BasicRequest::Kind kind, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t fingerprint);
+  void DialLoop();
+  // A waiting thread's help: dials `peer` itself if no dialer took its dial yet and
+  // the dial's deadline comes no later than `wait` (the wait then keeps its deadline).
+  void DialNow(int peer, Deadline wait);
+  // Dials `peer` (queued kDialing) with the lock released meanwhile.
+  void DialLocked(std::unique_lock<std::mutex>& lock, int peer);
+  Status Dial(int peer, Deadline deadline, Dialed* out);
   void AcceptLoop();
-  // Records the abort's reason (the first one), ends dials in flight and wakes waiters.
+  // Fails links whose peer's dial went silent, or that waited past the connect timeout.
+  void CheckLinksLocked(Clock::time_point now);
+  // The link fails for good: its parked requests and its later posts get `st`.
+  void FailLinkLocked(int peer, const Status& st);
+  // Records the abort's reason (the first one), ends dials in flight and fails the
+  // requests waiting for them.
   void StopDialsLocked(const Status& reason);
   tcp::Admission AdmitLocked(int peer, int index);
-  // Hands `fds` to the engines (socket channel x nsockets + i to channel's engine).
+  // Hands `fds` to the engines (socket channel x nsockets + i to channel's engine), then
+  // posts the link's parked requests, before any later post.
   void HandOverLocked(int peer, std::vector<tcp::UniqueFd> fds);
   std::string PeerDesc(int peer) const;
 
@@ -163,8 +191,13 @@ class TcpTransport final : public Transport {
 
   std::vector<PeerAddress> peers_;  // lazy: whom to dial
   mutable std::mutex link_mu_;
-  std::condition_variable link_cv_;
+  std::condition_variable dial_cv_;                 // dialers wait for dial_queue_
   std::vector<Link> links_;                         // by peer, under link_mu_
+  std::deque<int> dial_queue_;                      // peers to dial, under link_mu_
+  std::vector<std::thread> dialers_;                // under link_mu_
+  int idle_dialers_ = 0;                            // under link_mu_
+  int dials_in_flight_ = 0;                         // under link_mu_
+  bool stop_dialing_ = false;                       // under link_mu_: the transport is going
   std::unique_ptr<std::atomic<bool>[]> connected_;  // by peer: links_[peer] is kConnected
   Status link_abort_;                               // Abort after Connect: no more connections
   std::atomic<bool> stop_accepting_{false};

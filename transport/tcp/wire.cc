@@ -87,7 +87,7 @@ void EncodeReply(const Reply& r, uint8_t out[kReplySize]) {
   Put<int32_t>(out + 24, r.world_size);
   Put<int32_t>(out + 28, r.nsockets);
   Put<uint32_t>(out + 32, static_cast<uint32_t>(std::min<size_t>(r.reason.size(), kMaxReasonLen)));
-  Put<uint32_t>(out + 36, r.has_secret ? kFlagSecret : 0);
+  Put<uint32_t>(out + 36, (r.has_secret ? kFlagSecret : 0) | (r.aborted ? kFlagAborted : 0));
   std::memcpy(out + 40, r.nonce.data(), r.nonce.size());
   std::memcpy(out + 56, r.mac.data(), r.mac.size());
 }
@@ -115,6 +115,7 @@ Result<Reply> DecodeReply(const uint8_t in[kReplySize], uint32_t* reason_len) {
   r.nsockets = Get<int32_t>(in + 28);
   *reason_len = Get<uint32_t>(in + 32);
   r.has_secret = (Get<uint32_t>(in + 36) & kFlagSecret) != 0;
+  r.aborted = (Get<uint32_t>(in + 36) & kFlagAborted) != 0;
   std::memcpy(r.nonce.data(), in + 40, r.nonce.size());
   std::memcpy(r.mac.data(), in + 56, r.mac.size());
   if (*reason_len > kMaxReasonLen) {

@@ -25,7 +25,8 @@
 //    needed (CHORUS_TCP_CONNECT=lazy); then either rank of a pair may dial, and an
 //    acceptor that dials the connector itself answers a dial from a lower rank with
 //    "crossed": that socket closes unused and the higher rank's dial carries the pair
-//    (tcp_lazy.cc).
+//    (tcp_lazy.cc). Reply flags bit 2 (kFlagAborted), on a rejection: the acceptor's
+//    communicator aborted (the reason says why); the connector's is doomed as well.
 //    flags bit 0 (kFlagSecret): this side has a job secret. The MACs (zeros without a
 //    secret) cover the whole Hello, so a connection proves comm_id, sender, receiver
 //    and socket index; the two labels keep one side's MAC from standing for the
@@ -76,13 +77,14 @@ namespace chorus::transport::tcp {
 constexpr uint32_t kHandshakeMagic = 0x43485348;  // "CHSH"
 constexpr uint32_t kFrameMagic = 0x43484652;      // "CHFR"
 // 2: READY, RTS, PAUSE, RESUME frames; 3: the job secret's nonces and MACs, PING, PONG;
-// 4: the lazy flag and the crossed verdict.
-constexpr uint16_t kProtocolVersion = 4;
+// 4: the lazy flag and the crossed verdict; 5: the aborted flag.
+constexpr uint16_t kProtocolVersion = 5;
 constexpr size_t kHelloSize = 56;
 constexpr size_t kReplySize = 88;
 constexpr size_t kProofSize = 32;
 constexpr uint32_t kFlagSecret = 1;
 constexpr uint32_t kFlagLazy = 2;
+constexpr uint32_t kFlagAborted = 4;
 constexpr size_t kFrameHeaderSize = 64;
 constexpr uint32_t kMaxReasonLen = 4096;
 // No message may claim more than this (2^48 bytes): a larger total_len is a corrupt
@@ -104,6 +106,7 @@ struct Hello {
 struct Reply {
   bool accept = false;
   bool crossed = false;  // not accepted: the acceptor's own dial carries the pair
+  bool aborted = false;  // rejected: the acceptor's communicator aborted (kFlagAborted)
   uint64_t comm_id = 0;
   int32_t acceptor = 0;
   int32_t connector = 0;
