@@ -236,8 +236,27 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       }
       return -1;
     case Collective::kReduceScatter:  // s: one rank's block
+      if (a == Algorithm::kHierarchical) {
+        const int local = known ? topology.max_local() : n;
+        if (!known || hosts < 2 || local < 2 || !topology.even()) return -1;
+        // Within: H rings of L-1 steps, one per host's blocks of this rail. Across: the
+        // rail's ring of H-1 steps over its blocks, the L rails of a host sharing its
+        // network at once.
+        const LinkCost shared{out.latency_us, out.gbps / local};
+        const double within = hosts * (local - 1) * (in.latency_us + Us(s, in.gbps) + Us(s, kReduceGbps));
+        return within + (hosts - 1) * (shared.latency_us + Us(s, shared.gbps) + Us(s, kReduceGbps));
+      }
       return (n - 1) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
-    case Collective::kReduce: return CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
+    case Collective::kReduce:
+      if (a == Algorithm::kHierarchical) {
+        const int local = known ? topology.max_local() : n;
+        if (!known || hosts < 2 || local < 2) return -1;
+        // Priced as the flat tree is, level by level: the largest host's levels over
+        // shared memory, then the hosts' levels over the network.
+        return CeilLog2(local) * (in.latency_us + Us(s, in.gbps) + Us(s, kReduceGbps)) +
+               CeilLog2(hosts) * (out.latency_us + Us(s, out.gbps) + Us(s, kReduceGbps));
+      }
+      return CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
     case Collective::kGather:
     case Collective::kScatter:
     case Collective::kAllToAll:  // s: everything one rank ends with
