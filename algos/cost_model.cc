@@ -235,7 +235,8 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         return across + within;
       }
       return -1;
-    case Collective::kReduceScatter:  // s: one rank's block
+    case Collective::kReduceScatter: {  // s: the whole input (as CollectiveCall::bytes), n blocks
+      const double block = s / n;
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2 || !topology.even()) return -1;
@@ -243,10 +244,11 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         // rail's ring of H-1 steps over its blocks, the L rails of a host sharing its
         // network at once.
         const LinkCost shared{out.latency_us, out.gbps / local};
-        const double within = hosts * (local - 1) * (in.latency_us + Us(s, in.gbps) + Us(s, kReduceGbps));
-        return within + (hosts - 1) * (shared.latency_us + Us(s, shared.gbps) + Us(s, kReduceGbps));
+        const double within = hosts * (local - 1) * (in.latency_us + Us(block, in.gbps) + Us(block, kReduceGbps));
+        return within + (hosts - 1) * (shared.latency_us + Us(block, shared.gbps) + Us(block, kReduceGbps));
       }
-      return (n - 1) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
+      return (n - 1) * (flat.latency_us + Us(block, flat.gbps) + Us(block, kReduceGbps));
+    }
     case Collective::kReduce:
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;

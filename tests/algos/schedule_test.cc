@@ -454,6 +454,14 @@ TEST(SelectorTest, ReduceAndReduceScatterWeighTheHierarchicalOnes) {
     }
   }
 
+  // reduce_scatter's bytes are the whole input (CollectiveCall::bytes): the ring sends
+  // (n-1)/n of it, half what the all_reduce ring sends.
+  const size_t whole = size_t{64} << 20;
+  EXPECT_LT(m.PredictUs(Collective::kReduceScatter, Algorithm::kRing, whole, 4),
+            m.PredictUs(Collective::kAllReduce, Algorithm::kRing, whole, 4));
+  EXPECT_GT(m.PredictUs(Collective::kReduceScatter, Algorithm::kRing, whole, 4),
+            m.PredictUs(Collective::kAllReduce, Algorithm::kRing, whole, 4) / 2);
+
   SelectorConfig uneven;
   uneven.model.topology = Topology::FromHostIds({"a", "a", "a", "b"});
   uneven.model.intra = LinkKind::kShm;
