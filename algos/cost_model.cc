@@ -207,12 +207,12 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2) return -1;
         // One rank a host across (the root's host: the root), then each of them to its
-        // host (the largest), segment by segment: the slower step sets the pace, the
-        // other adds one segment's time.
+        // host (the largest), segment by segment. Each bridge, the root included, runs
+        // the two steps of a segment one after the other, so every segment costs both.
         const size_t seg = std::min(bytes, HierarchicalSegmentElems(chunk_bytes, 1));
         const double segments = std::max(1.0, std::ceil(s / static_cast<double>(std::max<size_t>(1, seg))));
         const double up = BroadcastAmong(seg, hosts, true).second, down = BroadcastAmong(seg, local, false).second;
-        return agree + up + down + (segments - 1) * std::max(up, down);
+        return agree + segments * (up + down);
       }
       const double t = BroadcastUs(a, n, s, flat, chunk_bytes);
       return t < 0 ? t : agree + t;

@@ -384,8 +384,9 @@ TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
 }
 
 // Broadcast and all_gather on 2 hosts x 2 ranks weigh the hierarchical algorithms too,
-// and take them for mid-sized (broadcast; above, the flat chain's pipeline is about as
-// fast on 4 ranks) and large messages; Explain lists them.
+// and take them for mid-sized (broadcast; from 16 MiB the flat chain, whose pipeline
+// pays the network alone where each hierarchical segment pays it and then the host's
+// link, as the bridges run the two steps in turn) and large messages; Explain lists them.
 // All_gather on uneven hosts has none (forced: said so, and the flat choice runs);
 // broadcast by leaders has.
 TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
@@ -403,6 +404,9 @@ TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
     const Algorithm flat = c == Collective::kBroadcast ? Algorithm::kChain : Algorithm::kRing;
     EXPECT_LT(m.PredictUs(c, Algorithm::kHierarchical, bytes, 4), m.PredictUs(c, flat, bytes, 4));
   }
+  const Choice big = s.Choose(Collective::kBroadcast, 64 << 20, 4, /*explain=*/true);
+  EXPECT_EQ(big.algorithm, Algorithm::kChain) << big.reason;
+  EXPECT_NE(big.reason.find("hierarchical "), std::string::npos) << big.reason;
   // Small broadcasts still ride the agreement.
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 8, 4).algorithm, Algorithm::kDissemination);
   // The network carries S once per other host: less than the flat ring's (n-1)/n S.
