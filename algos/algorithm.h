@@ -16,7 +16,7 @@ enum class Algorithm {
   kLinear,             // gather, scatter
   kPairwise,           // all_to_all
   kDissemination,      // barrier; broadcast up to kAgreedBroadcastMaxBytes (in the agreement's rounds)
-  kHierarchical,       // all_reduce, broadcast, all_gather over hosts: within, across, within
+  kHierarchical,       // all_reduce, broadcast, reduce, all_gather, reduce_scatter over hosts: within, across
   kRabenseifner,       // all_reduce: reduce-scatter by recursive halving, all-gather by doubling
   kScatterAllGather,   // broadcast (van de Geijn: binomial scatter, ring all-gather): large messages, large worlds
   kCudaIpc,            // every collective on device buffers, all ranks on one host (cuda_ipc_collectives.h)

@@ -8,8 +8,9 @@
 //      predicts fastest there;
 //   2. broadcast within every host from its bridge (the flat algorithm predicted fastest
 //      over shared memory).
-// Both steps go segment by segment (kHierarchicalSegmentChunks chunks each), so that a
-// bridge passes one segment to its host while the next one crosses the network.
+// Both steps go segment by segment (kHierarchicalSegmentChunks chunks each): a host
+// gets the first segment before the whole buffer has crossed, though each bridge, the
+// root included, runs a segment's two steps one after the other.
 // The world's ranks agree on the call before this runs (Dispatch: AgreeOnCall), so
 // ranks that disagree on the root fail on every rank before any data moves.
 #include <algorithm>

@@ -100,6 +100,21 @@ Status AllGatherRecursiveDoubling(const Context& ctx, const void* send, void* re
 // reduce_scatter: ring; send holds size*count elements, recv gets this rank's reduced block.
 Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                          const Tuning& tuning);
+// reduce_scatter: the same ring over blocks of any size, n >= 2: block(i) is rank i's
+// span of send (elements of dtype); recv gets this rank's block reduced.
+Status ReduceScatterRingBlocks(const Context& ctx, const void* send, void* recv, DataType dtype, ReduceOp op,
+                               const std::function<Span(int)>& block, const Tuning& tuning);
+// reduce_scatter over hosts of L ranks each: within the host, each rank reduces the
+// blocks of its rail (the ranks of its local index on every host), then the rail
+// reduce-scatters them across hosts (a host's L connections at once). Hosts of
+// different sizes: InvalidArgument.
+Status ReduceScatterHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
+                                 DataType dtype, ReduceOp op, const Tuning& tuning);
+// reduce over hosts: within every host to one rank (the root on its host), then among
+// those ranks to the root, segment by segment. Any root, hosts of any sizes; the
+// network carries S once from each other host.
+Status ReduceHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
+                          DataType dtype, ReduceOp op, int root, const Tuning& tuning);
 // gather / scatter: root-based (linear with all receives posted at once).
 Status Gather(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root);
 Status Scatter(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root);

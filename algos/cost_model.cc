@@ -207,12 +207,12 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         const int local = known ? topology.max_local() : n;
         if (!known || hosts < 2 || local < 2) return -1;
         // One rank a host across (the root's host: the root), then each of them to its
-        // host (the largest), segment by segment: the slower step sets the pace, the
-        // other adds one segment's time.
+        // host (the largest), segment by segment. Each bridge, the root included, runs
+        // the two steps of a segment one after the other, so every segment costs both.
         const size_t seg = std::min(bytes, HierarchicalSegmentElems(chunk_bytes, 1));
         const double segments = std::max(1.0, std::ceil(s / static_cast<double>(std::max<size_t>(1, seg))));
         const double up = BroadcastAmong(seg, hosts, true).second, down = BroadcastAmong(seg, local, false).second;
-        return agree + up + down + (segments - 1) * std::max(up, down);
+        return agree + segments * (up + down);
       }
       const double t = BroadcastUs(a, n, s, flat, chunk_bytes);
       return t < 0 ? t : agree + t;
@@ -235,9 +235,30 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         return across + within;
       }
       return -1;
-    case Collective::kReduceScatter:  // s: one rank's block
-      return (n - 1) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
-    case Collective::kReduce: return CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
+    case Collective::kReduceScatter: {  // s: the whole input (as CollectiveCall::bytes), n blocks
+      const double block = s / n;
+      if (a == Algorithm::kHierarchical) {
+        const int local = known ? topology.max_local() : n;
+        if (!known || hosts < 2 || local < 2 || !topology.even()) return -1;
+        // Within: H rings of L-1 steps, one per host's blocks of this rail. Across: the
+        // rail's ring of H-1 steps over its blocks, the L rails of a host sharing its
+        // network at once.
+        const LinkCost shared{out.latency_us, out.gbps / local};
+        const double within = hosts * (local - 1) * (in.latency_us + Us(block, in.gbps) + Us(block, kReduceGbps));
+        return within + (hosts - 1) * (shared.latency_us + Us(block, shared.gbps) + Us(block, kReduceGbps));
+      }
+      return (n - 1) * (flat.latency_us + Us(block, flat.gbps) + Us(block, kReduceGbps));
+    }
+    case Collective::kReduce:
+      if (a == Algorithm::kHierarchical) {
+        const int local = known ? topology.max_local() : n;
+        if (!known || hosts < 2 || local < 2) return -1;
+        // Priced as the flat tree is, level by level: the largest host's levels over
+        // shared memory, then the hosts' levels over the network.
+        return CeilLog2(local) * (in.latency_us + Us(s, in.gbps) + Us(s, kReduceGbps)) +
+               CeilLog2(hosts) * (out.latency_us + Us(s, out.gbps) + Us(s, kReduceGbps));
+      }
+      return CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps) + Us(s, kReduceGbps));
     case Collective::kGather:
     case Collective::kScatter:
     case Collective::kAllToAll:  // s: everything one rank ends with

@@ -1,5 +1,6 @@
-// Ring reduce-scatter, pipelined in chunks. send holds n blocks of `count` elements;
-// rank r ends with block r reduced over all ranks. With steps s = 0 .. n-2:
+// Ring reduce-scatter, pipelined in chunks. send holds n blocks of `count` elements
+// (ReduceScatterRingBlocks: blocks anywhere in send, of any sizes); rank r ends with
+// block r reduced over all ranks. With steps s = 0 .. n-2:
 //   send block r-s-1 to r+1 (at step 0 straight from the send buffer, later the
 //   partial result received and reduced at step s-1),
 //   receive block r-s-2 from r-1 and reduce our own contribution into it;
@@ -17,6 +18,7 @@
 // for before it is sent or reduced, and each chunk of our block is reported final once
 // reduced into recv.
 #include <deque>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -49,16 +51,28 @@ Status ReduceScatterRing(const Context& ctx, const void* send, void* recv, size_
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t es = DataTypeSize(dtype);
-  const auto block = [&](int i) { return Span{static_cast<size_t>(i) * count, count}; };
   if (n == 1) return CopyAlone(ctx, send, recv, count * es);
+  // Streamed: the input comes to the host in the order this rank reads it, blocks r-1, r-2, ...
+  InputOrder(ctx, [&] { return InputReadOrder(Collective::kReduceScatter, Algorithm::kRing, r, n, count, dtype); });
+  return ReduceScatterRingBlocks(
+      ctx, send, recv, dtype, op,
+      [count](int i) {
+        return Span{static_cast<size_t>(i) * count, count};
+      },
+      tuning);
+}
+
+Status ReduceScatterRingBlocks(const Context& ctx, const void* send, void* recv, DataType dtype, ReduceOp op,
+                               const std::function<Span(int)>& block, const Tuning& tuning) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const size_t es = DataTypeSize(dtype);
   const Ring ring = RingOf(ctx);
   const int next = ring.next, prev = ring.prev;
   const int steps = n - 1;
   const int last_step = n - 2;
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
 
-  // Streamed: the input comes to the host in the order this rank reads it, blocks r-1, r-2, ...
-  InputOrder(ctx, [&] { return InputReadOrder(Collective::kReduceScatter, Algorithm::kRing, r, n, count, dtype); });
   ChunkPool pool(chunk_elems * es, ctx.scratch);
   return AbortOnError(ctx, [&]() -> Status {
     PendingSends sends(ctx);

@@ -20,11 +20,11 @@ bool Supports(Collective c, Algorithm a) {
              a == Algorithm::kRabenseifner || a == Algorithm::kTree;
     case Collective::kAllGather:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kHierarchical;
-    case Collective::kReduceScatter: return a == Algorithm::kRing;
+    case Collective::kReduceScatter: return a == Algorithm::kRing || a == Algorithm::kHierarchical;
     case Collective::kBroadcast:
       return a == Algorithm::kTree || a == Algorithm::kChain || a == Algorithm::kScatterAllGather ||
              a == Algorithm::kDissemination || a == Algorithm::kHierarchical;
-    case Collective::kReduce: return a == Algorithm::kTree;
+    case Collective::kReduce: return a == Algorithm::kTree || a == Algorithm::kHierarchical;
     case Collective::kGather:
     case Collective::kScatter: return a == Algorithm::kLinear;
     case Collective::kAllToAll: return a == Algorithm::kPairwise;
@@ -34,12 +34,12 @@ bool Supports(Collective c, Algorithm a) {
 }
 
 // Whether `a` can run `c` on `world_size` ranks (all_gather's recursive doubling: a
-// power of two; the hierarchical ones: >= 2 hosts, one of >= 2 ranks; all_gather's:
-// as many ranks on every host).
+// power of two; the hierarchical ones: >= 2 hosts, one of >= 2 ranks; all_gather's and
+// reduce_scatter's: as many ranks on every host).
 bool Fits(Collective c, Algorithm a, int world_size, const Topology& topo) {
   if (a == Algorithm::kHierarchical) {
     return topo.size() == world_size && topo.num_hosts() > 1 && topo.max_local() > 1 &&
-           (c != Collective::kAllGather || topo.even());
+           ((c != Collective::kAllGather && c != Collective::kReduceScatter) || topo.even());
   }
   return !(c == Collective::kAllGather && a == Algorithm::kRecursiveDoubling && !IsPowerOfTwo(world_size));
 }
@@ -170,11 +170,12 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
              note();
     });
   }
-  // The candidate predicted fastest; the first of a tie (the default).
+  // The candidate predicted fastest; on a tie the default, else the first in
+  // kCandidates' order (a hierarchical reduce on links all alike ties the flat tree).
   Algorithm best = OnlyAlgorithm(c);
   double best_us = -1;
   ForEachPrediction(c, bytes, world_size, [&](Algorithm a, double us) {
-    if (best_us < 0 || us < best_us) {
+    if (best_us < 0 || us < best_us || (us == best_us && a == OnlyAlgorithm(c))) {
       best = a;
       best_us = us;
     }

@@ -147,7 +147,11 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
         return algos::BroadcastHierarchical(ctx, *tuning.topology, c.recv, c.count, c.dtype, c.root, tuning);
       }
       return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
-    case Collective::kReduce: return algos::ReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
+    case Collective::kReduce:
+      if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
+        return algos::ReduceHierarchical(ctx, *tuning.topology, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
+      }
+      return algos::ReduceTree(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);
     case Collective::kAllGather:
       if (algorithm == algos::Algorithm::kRecursiveDoubling) {
         return algos::AllGatherRecursiveDoubling(ctx, c.send, c.recv, c.count, c.dtype);
@@ -157,6 +161,9 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       }
       return algos::AllGatherRing(ctx, c.send, c.recv, c.count, c.dtype, tuning);
     case Collective::kReduceScatter:
+      if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
+        return algos::ReduceScatterHierarchical(ctx, *tuning.topology, c.send, c.recv, c.count, c.dtype, c.op, tuning);
+      }
       return algos::ReduceScatterRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
     case Collective::kGather: return algos::Gather(ctx, c.send, c.recv, c.count, c.dtype, c.root);
     case Collective::kScatter: return algos::Scatter(ctx, c.send, c.recv, c.count, c.dtype, c.root);

@@ -2,7 +2,7 @@
 // reference, through real TCP transports on loopback (tcp_world.h), on world sizes
 // 1..5 (Rabenseifner's and the tree's all_reduce also on 6..8, past their first folds
 // and levels; the hierarchical broadcast and all_gather there too, on 3 hosts and more
-// ranks a host):
+// ranks a host; the hierarchical reduce and reduce_scatter likewise):
 //   - all 8 dtypes x all 5 ops at counts {0, 1, 7, n-1, 1023}, in place and out of
 //     place, roots varying with the case;
 //   - 1 MiB + 3 elements: every dtype, one op per dtype (rotating), both placements;
@@ -63,8 +63,10 @@ enum class Algo {
   kAllReduceRabenseifner,  // last, so the others keep their seeds and rotations
   kBroadcastScatterAllGather,
   kAllReduceTree,
-  kBroadcastHierarchical,  // hosts as HostsFor says
-  kAllGatherHierarchical,  // hosts as HostsFor says
+  kBroadcastHierarchical,      // hosts as HostsFor says
+  kAllGatherHierarchical,      // hosts as HostsFor says
+  kReduceHierarchical,         // hosts as HostsFor says
+  kReduceScatterHierarchical,  // hosts as HostsFor says
 };
 
 const char* AlgoName(Algo a) {
@@ -86,6 +88,8 @@ const char* AlgoName(Algo a) {
     case Algo::kAllReduceTree: return "all_reduce_tree";
     case Algo::kBroadcastHierarchical: return "broadcast_hierarchical";
     case Algo::kAllGatherHierarchical: return "all_gather_hierarchical";
+    case Algo::kReduceHierarchical: return "reduce_hierarchical";
+    case Algo::kReduceScatterHierarchical: return "reduce_scatter_hierarchical";
   }
   return "?";
 }
@@ -101,11 +105,13 @@ Collective CollectiveOf(Algo a) {
     case Algo::kBroadcastChain:
     case Algo::kBroadcastScatterAllGather:
     case Algo::kBroadcastHierarchical: return Collective::kBroadcast;
-    case Algo::kReduce: return Collective::kReduce;
+    case Algo::kReduce:
+    case Algo::kReduceHierarchical: return Collective::kReduce;
     case Algo::kAllGather:
     case Algo::kAllGatherRd:
     case Algo::kAllGatherHierarchical: return Collective::kAllGather;
-    case Algo::kReduceScatter: return Collective::kReduceScatter;
+    case Algo::kReduceScatter:
+    case Algo::kReduceScatterHierarchical: return Collective::kReduceScatter;
     case Algo::kGather: return Collective::kGather;
     case Algo::kScatter: return Collective::kScatter;
     case Algo::kAllToAll: return Collective::kAllToAll;
@@ -116,24 +122,28 @@ Collective CollectiveOf(Algo a) {
 bool Reduces(Algo a) {
   return a == Algo::kAllReduceRing || a == Algo::kAllReduceRd || a == Algo::kAllReduceHierarchical ||
          a == Algo::kAllReduceRabenseifner || a == Algo::kAllReduceTree || a == Algo::kReduce ||
-         a == Algo::kReduceScatter;
+         a == Algo::kReduceScatter || a == Algo::kReduceHierarchical || a == Algo::kReduceScatterHierarchical;
 }
 // Broadcast's algorithms: one buffer, so no in-place variant.
 bool OneBuffer(Algo a) {
   return a == Algo::kBroadcast || a == Algo::kBroadcastChain || a == Algo::kBroadcastScatterAllGather ||
          a == Algo::kBroadcastHierarchical;
 }
-bool Rooted(Algo a) { return OneBuffer(a) || a == Algo::kReduce || a == Algo::kGather || a == Algo::kScatter; }
+bool Rooted(Algo a) {
+  return OneBuffer(a) || a == Algo::kReduce || a == Algo::kReduceHierarchical || a == Algo::kGather ||
+         a == Algo::kScatter;
+}
 // Collectives whose count is per rank block (buffers of n * count elements).
 bool Blocks(Algo a) {
   return a == Algo::kAllGather || a == Algo::kAllGatherRd || a == Algo::kAllGatherHierarchical ||
-         a == Algo::kReduceScatter || a == Algo::kGather || a == Algo::kScatter || a == Algo::kAllToAll;
+         a == Algo::kReduceScatter || a == Algo::kReduceScatterHierarchical || a == Algo::kGather ||
+         a == Algo::kScatter || a == Algo::kAllToAll;
 }
 
 // The hosts the hierarchical algorithms see, never rank ranges: on 6 ranks three hosts
 // of two (r % 3); on other even n two hosts of n/2 (r % 2: by rails); on odd n hosts of
-// (n+1)/2 and the rest ranks (by leaders), except all_gather's, which needs even hosts:
-// there every rank a host of its own.
+// (n+1)/2 and the rest ranks (by leaders, or bridges), except all_gather's and
+// reduce_scatter's, which need even hosts: there every rank a host of its own.
 algos::Topology HostsFor(Algo a, int n) {
   std::vector<std::string> hosts;
   for (int r = 0; r < n; ++r) {
@@ -142,7 +152,8 @@ algos::Topology HostsFor(Algo a, int n) {
     } else if (n % 2 == 0) {
       hosts.push_back(std::to_string(r % 2));
     } else {
-      hosts.push_back(a == Algo::kAllGatherHierarchical ? std::to_string(r) : r <= n / 2 ? "a" : "b");
+      const bool even_only = a == Algo::kAllGatherHierarchical || a == Algo::kReduceScatterHierarchical;
+      hosts.push_back(even_only ? std::to_string(r) : r <= n / 2 ? "a" : "b");
     }
   }
   return algos::Topology::FromHostIds(hosts);
@@ -249,14 +260,19 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
                                        : broadcast(ctx, buf.data(), count, t, c.root, tuning)));
       return AtRank(rank, "buffer", CheckBytes(seed, c.root, 0, bytes, buf.data()));
     }
-    case Algo::kReduce: {
+    case Algo::kReduce:
+    case Algo::kReduceHierarchical: {
       TypedBuffer in(t, count), out(t, count);
       FillReductionInput(t, c.op, seed, rank, 0, count, in.data());
       out.Poison();
       const bool root = rank == c.root;
       // Non-roots pass no recv buffer at all: it must not be touched.
       void* dst = !root ? nullptr : c.in_place ? in.data() : out.data();
-      CHORUS_RETURN_IF_ERROR(timed(algos::ReduceTree(ctx, in.data(), dst, count, t, c.op, c.root, tuning)));
+      const algos::Topology topo = HostsFor(c.algo, n);
+      CHORUS_RETURN_IF_ERROR(
+          timed(c.algo == Algo::kReduceHierarchical
+                    ? algos::ReduceHierarchical(ctx, topo, in.data(), dst, count, t, c.op, c.root, tuning)
+                    : algos::ReduceTree(ctx, in.data(), dst, count, t, c.op, c.root, tuning)));
       if (!root || !c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, in));
       if (!root) return Status::Ok();
       return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, 0, count, dst));
@@ -284,12 +300,17 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
       }
       return Status::Ok();
     }
-    case Algo::kReduceScatter: {
+    case Algo::kReduceScatter:
+    case Algo::kReduceScatterHierarchical: {
       TypedBuffer in(t, n_sz * count), out(t, count);
       FillReductionInput(t, c.op, seed, rank, 0, n_sz * count, in.data());
       out.Poison();
       char* dst = c.in_place ? in.at(rank * count) : out.at(0);
-      CHORUS_RETURN_IF_ERROR(timed(algos::ReduceScatterRing(ctx, in.data(), dst, count, t, c.op, tuning)));
+      const algos::Topology topo = HostsFor(c.algo, n);
+      CHORUS_RETURN_IF_ERROR(
+          timed(c.algo == Algo::kReduceScatterHierarchical
+                    ? algos::ReduceScatterHierarchical(ctx, topo, in.data(), dst, count, t, c.op, tuning)
+                    : algos::ReduceScatterRing(ctx, in.data(), dst, count, t, c.op, tuning)));
       if (!c.in_place) CHORUS_RETURN_IF_ERROR(CheckReductionInputKept(c, rank, in));
       return AtRank(rank, "result", CheckReduction(t, c.op, seed, n, rank * count, count, dst));
     }
@@ -478,6 +499,8 @@ TEST_P(CollectivesTest, BroadcastChain) { Sweep(Algo::kBroadcastChain); }
 TEST_P(CollectivesTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScatterAllGather); }
 TEST_P(CollectivesTest, BroadcastHierarchical) { Sweep(Algo::kBroadcastHierarchical); }
 TEST_P(CollectivesTest, AllGatherHierarchical) { Sweep(Algo::kAllGatherHierarchical); }
+TEST_P(CollectivesTest, ReduceHierarchical) { Sweep(Algo::kReduceHierarchical); }
+TEST_P(CollectivesTest, ReduceScatterHierarchical) { Sweep(Algo::kReduceScatterHierarchical); }
 TEST_P(CollectivesTest, ReduceTree) { Sweep(Algo::kReduce); }
 TEST_P(CollectivesTest, AllGatherRing) { Sweep(Algo::kAllGather); }
 TEST_P(CollectivesTest, AllGatherRecursiveDoubling) {
@@ -629,7 +652,9 @@ TEST_P(CollectivesTest, ConcurrentCallsOnOneTransport) {
                             Algo::kBroadcastScatterAllGather,
                             Algo::kAllReduceTree,
                             Algo::kBroadcastHierarchical,
-                            Algo::kAllGatherHierarchical};
+                            Algo::kAllGatherHierarchical,
+                            Algo::kReduceHierarchical,
+                            Algo::kReduceScatterHierarchical};
   for (int round = 0; round < 3; ++round) {
     std::vector<Case> cases;
     for (int j = 0; j < static_cast<int>(std::size(algos_all)); ++j) {
@@ -694,7 +719,9 @@ TEST(CollectivesRendezvous, EveryAlgorithmCompletesWithEveryMessageByRendezvous)
                             Algo::kBroadcastScatterAllGather,
                             Algo::kAllReduceTree,
                             Algo::kBroadcastHierarchical,
-                            Algo::kAllGatherHierarchical};
+                            Algo::kAllGatherHierarchical,
+                            Algo::kReduceHierarchical,
+                            Algo::kReduceScatterHierarchical};
   for (int n : {2, 3, 4}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n, size_t{64} << 20, strict);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -732,6 +759,8 @@ TEST_P(LargerWorldsTest, BroadcastScatterAllGather) { Sweep(Algo::kBroadcastScat
 // The hierarchical ones on three hosts of two (6), hosts of 4 and 3 (7), two of four (8).
 TEST_P(LargerWorldsTest, BroadcastHierarchical) { Sweep(Algo::kBroadcastHierarchical); }
 TEST_P(LargerWorldsTest, AllGatherHierarchical) { Sweep(Algo::kAllGatherHierarchical); }
+TEST_P(LargerWorldsTest, ReduceHierarchical) { Sweep(Algo::kReduceHierarchical); }
+TEST_P(LargerWorldsTest, ReduceScatterHierarchical) { Sweep(Algo::kReduceScatterHierarchical); }
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LargerWorldsTest, ::testing::Values(6, 7, 8),
                          [](const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); });
 

@@ -99,6 +99,21 @@ Call HierarchicalAllGatherCall(size_t count, DataType t) {
                                                     algos::Tuning());
               }};
 }
+Call HierarchicalReduceCall(size_t count, int root) {
+  const DataType t = DataType::kInt32;
+  return Call{Fingerprint(Collective::kReduce, count, t, ReduceOp::kMax, root), [=](const Context& ctx) {
+                std::vector<char> in(count * DataTypeSize(t) + 1), out(in.size());
+                return algos::ReduceHierarchical(ctx, TwoHosts(ctx.size()), in.data(), out.data(), count, t,
+                                                 ReduceOp::kMax, root, algos::Tuning());
+              }};
+}
+Call HierarchicalReduceScatterCall(size_t count, DataType t) {
+  return Call{Fingerprint(Collective::kReduceScatter, count, t, ReduceOp::kSum, 0), [=](const Context& ctx) {
+                std::vector<char> in(ctx.size() * (count * DataTypeSize(t) + 1)), out(count * DataTypeSize(t) + 1);
+                return algos::ReduceScatterHierarchical(ctx, TwoHosts(ctx.size()), in.data(), out.data(), count, t,
+                                                        ReduceOp::kSum, algos::Tuning());
+              }};
+}
 
 Call AllReduceRingOpCall(size_t count, ReduceOp op) {
   const DataType t = DataType::kFloat32;
@@ -226,6 +241,19 @@ TEST(MismatchTest, HierarchicalAllGatherDtypesDiffer) {
   ExpectMismatchNaming(o, "all_gather(count=256, float32)", "all_gather(count=256, int32)");
 }
 
+// The hierarchical reduce_scatter: a rank whose dtype or count differs is named by a
+// peer of its host or of its rail.
+TEST(MismatchTest, HierarchicalReduceScatterDtypesOrCountsDiffer) {
+  Outcome o = RunCalls(
+      {HierarchicalReduceScatterCall(256, DataType::kFloat32), HierarchicalReduceScatterCall(256, DataType::kFloat32),
+       HierarchicalReduceScatterCall(256, DataType::kFloat32), HierarchicalReduceScatterCall(256, DataType::kInt32)});
+  ExpectMismatchNaming(o, "reduce_scatter(count=256, float32, sum)", "reduce_scatter(count=256, int32, sum)");
+  o = RunCalls(
+      {HierarchicalReduceScatterCall(256, DataType::kFloat32), HierarchicalReduceScatterCall(255, DataType::kFloat32),
+       HierarchicalReduceScatterCall(256, DataType::kFloat32), HierarchicalReduceScatterCall(256, DataType::kFloat32)});
+  ExpectMismatchNaming(o, "reduce_scatter(count=256, float32, sum)", "reduce_scatter(count=255, float32, sum)");
+}
+
 TEST(MismatchTest, AllReduceOpsDiffer) {
   Outcome o = RunCalls({AllReduceRingOpCall(64, ReduceOp::kSum), AllReduceRingOpCall(64, ReduceOp::kMax),
                         AllReduceRingOpCall(64, ReduceOp::kSum)});
@@ -342,6 +370,17 @@ TEST(MismatchTest, AgreedHierarchicalBroadcastRootsDisagree) {
                              Agreed(HierarchicalBroadcastCall(4096, 0)), Agreed(HierarchicalBroadcastCall(4096, 1))});
   ExpectMismatchOnEveryRank({Agreed(HierarchicalBroadcastCall(4096, 0)), Agreed(HierarchicalBroadcastCall(4096, 2)),
                              Agreed(HierarchicalBroadcastCall(4096, 2)), Agreed(HierarchicalBroadcastCall(4096, 2))});
+}
+
+// The hierarchical reduce likewise: roots on different hosts, on the same host, and a
+// count that differs (ranks whose bridges differ would never hear from each other).
+TEST(MismatchTest, AgreedHierarchicalReduceRootsDisagree) {
+  ExpectMismatchOnEveryRank({Agreed(HierarchicalReduceCall(4096, 0)), Agreed(HierarchicalReduceCall(4096, 0)),
+                             Agreed(HierarchicalReduceCall(4096, 0)), Agreed(HierarchicalReduceCall(4096, 1))});
+  ExpectMismatchOnEveryRank({Agreed(HierarchicalReduceCall(4096, 0)), Agreed(HierarchicalReduceCall(4096, 2)),
+                             Agreed(HierarchicalReduceCall(4096, 2)), Agreed(HierarchicalReduceCall(4096, 2))});
+  ExpectMismatchOnEveryRank({Agreed(HierarchicalReduceCall(4096, 3)), Agreed(HierarchicalReduceCall(4095, 3)),
+                             Agreed(HierarchicalReduceCall(4096, 3)), Agreed(HierarchicalReduceCall(4096, 3))});
 }
 
 TEST(MismatchTest, AgreedScatterRootsDisagreeOnOneOfThree) {

@@ -384,8 +384,9 @@ TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
 }
 
 // Broadcast and all_gather on 2 hosts x 2 ranks weigh the hierarchical algorithms too,
-// and take them for mid-sized (broadcast; above, the flat chain's pipeline is about as
-// fast on 4 ranks) and large messages; Explain lists them.
+// and take them for mid-sized (broadcast; from 16 MiB the flat chain, whose pipeline
+// pays the network alone where each hierarchical segment pays it and then the host's
+// link, as the bridges run the two steps in turn) and large messages; Explain lists them.
 // All_gather on uneven hosts has none (forced: said so, and the flat choice runs);
 // broadcast by leaders has.
 TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
@@ -403,6 +404,9 @@ TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
     const Algorithm flat = c == Collective::kBroadcast ? Algorithm::kChain : Algorithm::kRing;
     EXPECT_LT(m.PredictUs(c, Algorithm::kHierarchical, bytes, 4), m.PredictUs(c, flat, bytes, 4));
   }
+  const Choice big = s.Choose(Collective::kBroadcast, 64 << 20, 4, /*explain=*/true);
+  EXPECT_EQ(big.algorithm, Algorithm::kChain) << big.reason;
+  EXPECT_NE(big.reason.find("hierarchical "), std::string::npos) << big.reason;
   // Small broadcasts still ride the agreement.
   EXPECT_EQ(s.Choose(Collective::kBroadcast, 8, 4).algorithm, Algorithm::kDissemination);
   // The network carries S once per other host: less than the flat ring's (n-1)/n S.
@@ -425,6 +429,66 @@ TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
   one.model.topology = Topology::FromHostIds({"a", "a", "a", "a"});
   one.model.intra = LinkKind::kShm;
   for (Collective c : {Collective::kBroadcast, Collective::kAllGather}) {
+    EXPECT_NE(Selector::Create(one)->Choose(c, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
+    EXPECT_LT(one.model.PredictUs(c, Algorithm::kHierarchical, 64 << 20, 4), 0);
+  }
+}
+
+// Reduce and reduce_scatter on 2 hosts x 2 ranks weigh the hierarchical algorithms:
+// the flat ones are priced as crossing the network at every step, the hierarchical
+// ones once (the reduce) or once per other host over a host's L connections at once
+// (the reduce_scatter), so they are taken at every size; Explain lists them.
+// Reduce_scatter on uneven hosts has none (forced: said so, and the ring runs); reduce by
+// hosts' first ranks has. Links all alike: the flat tree wins the reduce's tie.
+TEST(SelectorTest, ReduceAndReduceScatterWeighTheHierarchicalOnes) {
+  SelectorConfig two_by_two;
+  two_by_two.model.topology = Topology::FromHostIds({"a", "b", "a", "b"});
+  two_by_two.model.intra = LinkKind::kShm;
+  two_by_two.model.inter = LinkKind::kTcp;
+  const Selector s = *Selector::Create(two_by_two);
+  const CostModel& m = two_by_two.model;
+  for (Collective c : {Collective::kReduce, Collective::kReduceScatter}) {
+    const Algorithm flat = c == Collective::kReduce ? Algorithm::kTree : Algorithm::kRing;
+    for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
+      const Choice chosen = s.Choose(c, bytes, 4, /*explain=*/true);
+      EXPECT_EQ(chosen.algorithm, Algorithm::kHierarchical) << chosen.reason;
+      EXPECT_NE(chosen.reason.find("hierarchical "), std::string::npos) << chosen.reason;
+      EXPECT_NE(chosen.reason.find(std::string(AlgorithmName(flat)) + " "), std::string::npos) << chosen.reason;
+      EXPECT_LT(m.PredictUs(c, Algorithm::kHierarchical, bytes, 4), m.PredictUs(c, flat, bytes, 4));
+    }
+  }
+
+  // reduce_scatter's bytes are the whole input (CollectiveCall::bytes): the ring sends
+  // (n-1)/n of it, half what the all_reduce ring sends.
+  const size_t whole = size_t{64} << 20;
+  EXPECT_LT(m.PredictUs(Collective::kReduceScatter, Algorithm::kRing, whole, 4),
+            m.PredictUs(Collective::kAllReduce, Algorithm::kRing, whole, 4));
+  EXPECT_GT(m.PredictUs(Collective::kReduceScatter, Algorithm::kRing, whole, 4),
+            m.PredictUs(Collective::kAllReduce, Algorithm::kRing, whole, 4) / 2);
+
+  SelectorConfig uneven;
+  uneven.model.topology = Topology::FromHostIds({"a", "a", "a", "b"});
+  uneven.model.intra = LinkKind::kShm;
+  uneven.forced = Algorithm::kHierarchical;
+  const Selector u = *Selector::Create(uneven);
+  EXPECT_EQ(u.Choose(Collective::kReduce, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
+  EXPECT_GT(uneven.model.PredictUs(Collective::kReduce, Algorithm::kHierarchical, 64 << 20, 4), 0);
+  EXPECT_LT(uneven.model.PredictUs(Collective::kReduceScatter, Algorithm::kHierarchical, 64 << 20, 4), 0);
+  const Choice rs = u.Choose(Collective::kReduceScatter, 64 << 20, 4, /*explain=*/true);
+  EXPECT_EQ(rs.algorithm, Algorithm::kRing) << rs.reason;
+  EXPECT_NE(rs.reason.find("CHORUS_ALGO=hierarchical cannot run reduce_scatter on 2 hosts"), std::string::npos)
+      << rs.reason;
+
+  SelectorConfig alike = two_by_two;
+  alike.model.intra = LinkKind::kTcp;
+  EXPECT_EQ(alike.model.PredictUs(Collective::kReduce, Algorithm::kHierarchical, 1 << 20, 4),
+            alike.model.PredictUs(Collective::kReduce, Algorithm::kTree, 1 << 20, 4));
+  EXPECT_EQ(Selector::Create(alike)->Choose(Collective::kReduce, 1 << 20, 4).algorithm, Algorithm::kTree);
+
+  SelectorConfig one;
+  one.model.topology = Topology::FromHostIds({"a", "a", "a", "a"});
+  one.model.intra = LinkKind::kShm;
+  for (Collective c : {Collective::kReduce, Collective::kReduceScatter}) {
     EXPECT_NE(Selector::Create(one)->Choose(c, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
     EXPECT_LT(one.model.PredictUs(c, Algorithm::kHierarchical, 64 << 20, 4), 0);
   }

@@ -215,11 +215,12 @@ TEST(ForcedAlgorithmRuns, ScatterAllGatherBroadcastsFromEveryRoot) {
 }
 
 // CHORUS_ALGO=hierarchical on two hosts of two ranks each (rank r on host r % 2):
-// broadcast from every root and all_gather, in place and not, at counts that do not
-// split into the hosts' ranks, match the reference, and Explain says they were forced.
-// On hosts of 3 and 1 ranks the broadcast still runs it (by the hosts' first ranks);
-// all_gather cannot, and Explain says so.
-TEST(ForcedAlgorithmRuns, HierarchicalBroadcastAndAllGatherOnTwoHosts) {
+// broadcast and reduce from every root, all_gather and reduce_scatter, in place and
+// not, at counts that do not split into the hosts' ranks, match the reference, and
+// Explain says they were forced. On hosts of 3 and 1 ranks the broadcast and the
+// reduce still run it (by the hosts' first ranks); all_gather and reduce_scatter
+// cannot, and Explain says so.
+TEST(ForcedAlgorithmRuns, HierarchicalRootedAndBlockCollectivesOnTwoHosts) {
   for (const std::vector<int>& hosts : {std::vector<int>{0, 1, 0, 1}, std::vector<int>{0, 0, 0, 1}}) {
     const Options o = ForcedOptions(algos::Algorithm::kHierarchical);
     const int n = static_cast<int>(hosts.size());
@@ -232,14 +233,17 @@ TEST(ForcedAlgorithmRuns, HierarchicalBroadcastAndAllGatherOnTwoHosts) {
       int k = 0;
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{300001}}) {
         for (int root = 0; root < n; ++root, ++k) {
-          for (Collective kind : {Collective::kBroadcast, Collective::kAllGather}) {
-            if (kind == Collective::kAllGather && root > 1) continue;  // no root: twice is enough
+          for (Collective kind :
+               {Collective::kBroadcast, Collective::kAllGather, Collective::kReduce, Collective::kReduceScatter}) {
+            const bool rooted = kind == Collective::kBroadcast || kind == Collective::kReduce;
+            if (!rooted && root > 1) continue;  // no root: twice is enough
             ApiCase spec;
             spec.kind = kind;
             spec.dtype = kAllTypes[k % 8];
             spec.count = count;
             spec.root = root;
-            spec.in_place = kind == Collective::kAllGather && root == 1;
+            spec.op = kAllOps[k % 5];
+            spec.in_place = kind != Collective::kBroadcast && (rooted ? (root + k) % 2 == 1 : root == 1);
             spec.seed = SeedOf({43, count, static_cast<uint64_t>(root), static_cast<uint64_t>(kind)});
             ApiCall call(spec, rank, n);
             RANK_OK(call.Run(**comm).WithContext(spec.Describe()));
@@ -247,12 +251,12 @@ TEST(ForcedAlgorithmRuns, HierarchicalBroadcastAndAllGatherOnTwoHosts) {
           }
         }
       }
-      for (const char* coll : {"broadcast", "all_gather"}) {
+      for (const std::string coll : {"broadcast", "all_gather", "reduce", "reduce_scatter"}) {
         Result<std::string> why = (*comm)->Explain(coll, 300001, DataType::kFloat32);
         RANK_OK(why.status());
-        const bool forced = even || std::string(coll) == "broadcast";
+        const bool forced = even || coll == "broadcast" || coll == "reduce";
         const std::string want = forced ? "forced by CHORUS_ALGO=hierarchical"
-                                        : "CHORUS_ALGO=hierarchical cannot run all_gather on 2 hosts (3, 1 ranks)";
+                                        : "CHORUS_ALGO=hierarchical cannot run " + coll + " on 2 hosts (3, 1 ranks)";
         RANK_CHECK(why->find(want) != std::string::npos, *why);
       }
       RANK_OK((*comm)->Shutdown());

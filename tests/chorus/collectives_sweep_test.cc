@@ -219,9 +219,9 @@ void SweepPlacement(const std::vector<int>& hosts, std::optional<algos::Algorith
 
 TEST_P(ApiSweepPlacements, EveryCollectiveAgainstTheReference) { SweepPlacement(GetParam().hosts, std::nullopt); }
 
-// CHORUS_ALGO=hierarchical: all_reduce, broadcast (every case's root) and all_gather
-// (hosts of as many ranks; elsewhere the flat choice) over shared memory, then across
-// hosts, then within again; the other collectives as they choose.
+// CHORUS_ALGO=hierarchical: all_reduce, broadcast and reduce (every case's root),
+// all_gather and reduce_scatter (hosts of as many ranks; elsewhere the flat choice) over
+// shared memory and across hosts; the other collectives as they choose.
 TEST_P(ApiSweepPlacements, HierarchicalForcedAgainstTheReference) {
   SweepPlacement(GetParam().hosts, algos::Algorithm::kHierarchical);
 }

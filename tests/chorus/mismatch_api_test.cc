@@ -282,6 +282,16 @@ std::vector<MismatchCase> RootedCases() {
   hier = {"HierarchicalBroadcastRoots01LargeUneven", Roots(C::kBroadcast, kLarge, {0, 1, 0, 0})};
   hier.hosts = {0, 0, 0, 1};
   cases.push_back(hier);
+  // The hierarchical reduce (forced) likewise: bridges that differ never hear from each other.
+  hier = {"HierarchicalReduceRoots0001Large", Roots(C::kReduce, kLarge, {0, 0, 0, 1})};
+  hier.hosts = {0, 1, 0, 1};
+  cases.push_back(hier);
+  hier = {"HierarchicalReduceRoots2220", Roots(C::kReduce, kSmall, {2, 2, 2, 0})};
+  hier.hosts = {0, 1, 0, 1};
+  cases.push_back(hier);
+  hier = {"HierarchicalReduceRoots01LargeUneven", Roots(C::kReduce, kLarge, {0, 1, 0, 0})};
+  hier.hosts = {0, 0, 0, 1};
+  cases.push_back(hier);
   cases.push_back({"BroadcastVsScatter",
                    {Spec(C::kBroadcast, 5, f32, ReduceOp::kSum, 0), Spec(C::kScatter, 5, f32, ReduceOp::kSum, 0)}});
   return cases;

@@ -284,13 +284,13 @@ Bounds LowerBounds(Collective c, size_t bytes, int world_size, int hosts, const 
   const double s = static_cast<double>(bytes);
   switch (c) {
     case Collective::kAllReduce: b.bandwidth_us = 2 * (p - 1) / p * Us(s, link); break;
-    case Collective::kAllGather:  // s: the whole output
+    case Collective::kAllGather:      // s: the whole output
+    case Collective::kReduceScatter:  // s: the whole input
     case Collective::kGather:
     case Collective::kScatter:
     case Collective::kAllToAll:  // s: everything one rank ends with
       b.bandwidth_us = (p - 1) / p * Us(s, link);
       break;
-    case Collective::kReduceScatter: b.bandwidth_us = (p - 1) / p * Us(s * n, link); break;  // s: one rank's block
     case Collective::kBroadcast:
     case Collective::kReduce: b.bandwidth_us = Us(s, link); break;
     case Collective::kBarrier: break;
@@ -351,11 +351,11 @@ std::string FormatTable(const SimOptions& options, const std::vector<Row>& rows)
       LinkText(m.intra, m.IntraCost()) + (m.intra_cost ? " (given)" : " (table)") +
       "; between hosts: " + LinkText(m.inter, m.InterCost()) + (m.inter_cost ? " (given)" : " (table)") +
       ". GB/s: 1e9 bytes a second, one direction.\n"
-      "# bytes as the selector counts them: all_gather the whole output, reduce_scatter one rank's block,\n"
+      "# bytes as the selector counts them: all_gather the whole output, reduce_scatter the whole input,\n"
       "#   all_to_all/gather/scatter everything one rank ends with, the others one rank's buffer.\n"
       "# Times in us. *: Selector::Choose's pick (all_gather by its measured rule, the others the lowest).\n"
-      "# bw_lb: 2(p-1)/p*S/B all_reduce, (p-1)/p*S/B all_gather/gather/scatter/all_to_all, (p-1)/p*n*S/B\n"
-      "#   reduce_scatter, S/B broadcast/reduce; p and B: hosts and the link between them (a host's\n"
+      "# bw_lb: 2(p-1)/p*S/B all_reduce, (p-1)/p*S/B all_gather/reduce_scatter/gather/scatter/\n"
+      "#   all_to_all, S/B broadcast/reduce; p and B: hosts and the link between them (a host's\n"
       "#   ranks share it), on one host ranks and the link within.\n"
       "# lat_lb: ceil(log2 n) messages, ceil(log2 hosts) of them between hosts.\n"
       "# ratio = chosen / max(bw_lb, lat_lb).\n";
