@@ -233,6 +233,11 @@ void Engine::Teardown() {
   }
   poller_.reset();
   for (Peer& p : peers_) p.conns.clear();
+  {
+    std::lock_guard<std::mutex> lock(added_mu_);
+    torn_down_ = true;
+    added_.clear();  // sockets added after the last drain close too
+  }
   inbox_.Exit(aborting_ ? abort_status_ : AbortedError("transport closed"));
 }
 
@@ -327,6 +332,9 @@ void Engine::ReleaseTags(uint64_t first, uint64_t last) { inbox_.Release(first, 
 void Engine::AddPeer(int peer, std::vector<UniqueFd> sockets) {
   {
     std::lock_guard<std::mutex> lock(added_mu_);
+    // An engine whose abort is over serves no socket: closing them tells the peer at
+    // once, where held open they would leave it waiting until its deadline.
+    if (torn_down_) return;
     added_.emplace_back(peer, std::move(sockets));
   }
   inbox_.Interrupt();

@@ -218,6 +218,7 @@ class Engine final : public IoHandler, public RequestDriver {
   Inbox inbox_;  // posts, releases, abort and stop from application threads
   std::mutex added_mu_;
   std::vector<std::pair<int, std::vector<UniqueFd>>> added_;  // AddPeer's sockets, until taken
+  bool torn_down_ = false;                                    // under added_mu_: AddPeer closes what it is given
   FirstError health_;
 
   // Application progress (see the top of this file).

@@ -371,6 +371,15 @@ void TcpTransport::AcceptLoop() {
 void TcpTransport::HandOverLocked(int peer, std::vector<UniqueFd> fds) {
   Link& link = links_[peer];
   // Aborted: the engines are gone; the sockets close, and the peer fails its requests naming us.
+  // An engine that failed since the acceptor last looked counts as an abort already.
+  if (link_abort_.ok()) {
+    for (auto& e : engines_) {
+      if (Status st = e->health(); !st.ok()) {
+        StopDialsLocked(st);
+        break;
+      }
+    }
+  }
   if (!link_abort_.ok()) return FailLinkLocked(peer, link_abort_);
   for (UniqueFd& fd : fds) {
     Status st = tcp::SetDataSocketOptions(fd.get(), opts_.socket_bufsize);
