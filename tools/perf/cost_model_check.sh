@@ -6,7 +6,7 @@
 # and how far is each prediction from what was measured.
 #
 #   tools/perf/cost_model_check.sh [--out DIR] [--bin PATH] [--placements "1x2 1x4 2x1 2x2"]
-#                                  [--colls "all_reduce broadcast all_gather"] [--rounds N]
+#                                  [--colls "all_reduce broadcast all_gather reduce reduce_scatter"] [--rounds N]
 #                                  [-- chorus_perf sweep args (default -b 8 -e 64M -f 8 -n 10 -w 3)]
 #
 # The variants run in turn, --rounds times (default 2), and each time is the median of
@@ -54,12 +54,14 @@ netns_up=0
 cleanup() { ((netns_up)) && "$two_nodes" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-# The algorithms CHORUS_ALGO can force for a collective.
+# The algorithms CHORUS_ALGO can force for a collective (algos/selector.cc, Supports).
 forced_for() {
   case "$1" in
     all_reduce) echo "ring recursive_doubling rabenseifner tree hierarchical" ;;
-    broadcast) echo "tree chain scatter_allgather" ;;
-    all_gather) echo "ring recursive_doubling" ;;
+    broadcast) echo "tree chain scatter_allgather dissemination hierarchical" ;;
+    all_gather) echo "ring recursive_doubling hierarchical" ;;
+    reduce) echo "tree hierarchical" ;;
+    reduce_scatter) echo "ring hierarchical" ;;
   esac
 }
 
@@ -114,7 +116,7 @@ rows = {}  # (placement, coll, size) -> {variant: (us, chosen, predictions)}
 import statistics
 runs = {}  # (placement, coll, size, variant) -> [(us, chosen, predictions)] over rounds
 for path in glob.glob(os.path.join(out, "logs", "*.log")):
-    m = re.match(r"(\d+x\d+)_(all_reduce|broadcast|all_gather)_(.+)_r\d+\.log$", os.path.basename(path))
+    m = re.match(r"(\d+x\d+)_(all_reduce|broadcast|all_gather|reduce_scatter|reduce)_(.+)_r\d+\.log$", os.path.basename(path))
     if not m:
         continue
     placement, coll, variant = m.groups()
