@@ -25,10 +25,7 @@ namespace chorus::algos {
 Status AllGatherHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
                              DataType dtype, const Tuning& tuning) {
   const int me = ctx.rank();
-  if (topo.size() != ctx.size()) {
-    return InvalidArgument("hierarchical all_gather on " + std::to_string(ctx.size()) +
-                           " ranks, but the topology has " + std::to_string(topo.size()));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckTopology(ctx, topo, "all_gather"));
   if (!topo.even()) {
     return InvalidArgument("hierarchical all_gather needs as many ranks on every host; rank " + std::to_string(me) +
                            " has " + topo.Describe());

@@ -74,10 +74,7 @@ Status AllReduceByLeaders(const Context& ctx, const Topology& topo, const void* 
 Status AllReduceHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
                              DataType dtype, ReduceOp op, const Tuning& tuning) {
   const int me = ctx.rank();
-  if (topo.size() != ctx.size()) {
-    return InvalidArgument("hierarchical all_reduce on " + std::to_string(ctx.size()) +
-                           " ranks, but the topology has " + std::to_string(topo.size()));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckTopology(ctx, topo, "all_reduce"));
   if (!topo.even()) return AllReduceByLeaders(ctx, topo, send, recv, count, dtype, op, tuning);
   const std::vector<int>& host = topo.hosts[topo.host_of[me]];
   const int local_size = static_cast<int>(host.size()), i = topo.local_index[me];

@@ -44,20 +44,9 @@ Status BroadcastAmong(const Context& ctx, GroupTransport& group, void* buf, size
 Status BroadcastHierarchical(const Context& ctx, const Topology& topo, void* buf, size_t count, DataType dtype,
                              int root, const Tuning& tuning) {
   const int me = ctx.rank();
-  if (topo.size() != ctx.size()) {
-    return InvalidArgument("hierarchical broadcast on " + std::to_string(ctx.size()) + " ranks, but the topology has " +
-                           std::to_string(topo.size()));
-  }
-  if (root < 0 || root >= ctx.size()) {
-    return InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of size " +
-                           std::to_string(ctx.size()));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckTopology(ctx, topo, "broadcast", root));
   const int root_host = topo.host_of[root], my_host = topo.host_of[me];
-  const bool even = topo.even();
-  std::vector<int> bridges;
-  for (int h = 0; h < topo.num_hosts(); ++h) {
-    bridges.push_back(h == root_host ? root : topo.hosts[h][even ? topo.local_index[root] : 0]);
-  }
+  const std::vector<int> bridges = topo.Bridges(root);
   const int bridge = bridges[my_host];
   const std::vector<int>& host = topo.hosts[my_host];
   GroupTransport across(ctx.transport, bridges), local(ctx.transport, host);

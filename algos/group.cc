@@ -1,6 +1,7 @@
 #include "algos/group.h"
 
 #include <algorithm>
+#include <string>
 
 namespace chorus::algos {
 
@@ -22,6 +23,23 @@ transport::RequestPtr GroupTransport::Recv(int peer, uint64_t tag, void* buf, si
 
 std::string GroupTransport::Describe() const {
   return "group of " + std::to_string(members_.size()) + " in " + parent_.Describe();
+}
+
+Status CheckTopology(const Context& ctx, const Topology& topo, const std::string& what) {
+  if (topo.size() != ctx.size()) {
+    return InvalidArgument("hierarchical " + what + " on " + std::to_string(ctx.size()) +
+                           " ranks, but the topology has " + std::to_string(topo.size()));
+  }
+  return Status::Ok();
+}
+
+Status CheckTopology(const Context& ctx, const Topology& topo, const std::string& what, int root) {
+  CHORUS_RETURN_IF_ERROR(CheckTopology(ctx, topo, what));
+  if (root < 0 || root >= ctx.size()) {
+    return InvalidArgument(what + ": root " + std::to_string(root) + " is not a rank of a world of size " +
+                           std::to_string(ctx.size()));
+  }
+  return Status::Ok();
 }
 
 }  // namespace chorus::algos

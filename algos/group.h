@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "algos/context.h"
+#include "algos/topology.h"
+#include "common/status.h"
 #include "transport/transport.h"
 
 namespace chorus::algos {
@@ -35,6 +37,11 @@ class GroupTransport final : public transport::Transport {
   std::vector<int> members_;
   int rank_ = -1;
 };
+
+// A hierarchical `what` ("all_reduce") can run: the topology is this world's, and a
+// rooted call's root is one of its ranks.
+Status CheckTopology(const Context& ctx, const Topology& topo, const std::string& what);
+Status CheckTopology(const Context& ctx, const Topology& topo, const std::string& what, int root);
 
 // The call's context for the ranks of `group` alone (the hierarchical algorithms' steps).
 inline Context Within(const Context& ctx, GroupTransport& group) {

@@ -29,20 +29,9 @@ namespace chorus::algos {
 Status ReduceHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
                           DataType dtype, ReduceOp op, int root, const Tuning& tuning) {
   const int me = ctx.rank();
-  if (topo.size() != ctx.size()) {
-    return InvalidArgument("hierarchical reduce on " + std::to_string(ctx.size()) + " ranks, but the topology has " +
-                           std::to_string(topo.size()));
-  }
-  if (root < 0 || root >= ctx.size()) {
-    return InvalidArgument("reduce: root " + std::to_string(root) + " is not a rank of a world of size " +
-                           std::to_string(ctx.size()));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckTopology(ctx, topo, "reduce", root));
   const int root_host = topo.host_of[root], my_host = topo.host_of[me];
-  const bool even = topo.even();
-  std::vector<int> bridges;
-  for (int h = 0; h < topo.num_hosts(); ++h) {
-    bridges.push_back(h == root_host ? root : topo.hosts[h][even ? topo.local_index[root] : 0]);
-  }
+  const std::vector<int> bridges = topo.Bridges(root);
   const int bridge = bridges[my_host];
   const std::vector<int>& host = topo.hosts[my_host];
   const bool alone = host.size() < 2;

@@ -26,10 +26,7 @@ namespace chorus::algos {
 Status ReduceScatterHierarchical(const Context& ctx, const Topology& topo, const void* send, void* recv, size_t count,
                                  DataType dtype, ReduceOp op, const Tuning& tuning) {
   const int me = ctx.rank();
-  if (topo.size() != ctx.size()) {
-    return InvalidArgument("hierarchical reduce_scatter on " + std::to_string(ctx.size()) +
-                           " ranks, but the topology has " + std::to_string(topo.size()));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckTopology(ctx, topo, "reduce_scatter"));
   if (!topo.even()) {
     return InvalidArgument("hierarchical reduce_scatter needs as many ranks on every host; rank " + std::to_string(me) +
                            " has " + topo.Describe());

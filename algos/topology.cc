@@ -45,6 +45,15 @@ std::vector<int> Topology::Rail(int i) const {
   return rail;
 }
 
+std::vector<int> Topology::Bridges(int root) const {
+  const bool same_index = even();
+  std::vector<int> bridges;
+  for (int h = 0; h < num_hosts(); ++h) {
+    bridges.push_back(h == host_of[root] ? root : hosts[h][same_index ? local_index[root] : 0]);
+  }
+  return bridges;
+}
+
 std::string Topology::Describe() const {
   if (hosts.empty()) return "no ranks";
   const std::string n = std::to_string(hosts.size()) + (hosts.size() == 1 ? " host" : " hosts");

@@ -25,6 +25,9 @@ struct Topology {
   bool even() const;
   // The ranks with local index i, one per host, in host order (an even topology).
   std::vector<int> Rail(int i) const;
+  // One rank per host, in host order, for a rooted call: the root on its host; elsewhere
+  // the rank with the root's local index on an even topology, else the host's first.
+  std::vector<int> Bridges(int root) const;
   // "2 hosts x 2 ranks", "3 hosts (3, 1, 2 ranks)".
   std::string Describe() const;
 };

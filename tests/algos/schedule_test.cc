@@ -507,6 +507,12 @@ TEST(TopologyTest, HostsInOrderOfTheirLowestRank) {
   EXPECT_TRUE(e.even());
   EXPECT_EQ(e.Rail(1), (std::vector<int>{2, 3}));
   EXPECT_EQ(e.Describe(), "2 hosts x 2 ranks");
+  // A rooted call's bridges: the root on its host; elsewhere the root's local index on
+  // even hosts, else the host's first rank.
+  EXPECT_EQ(e.Bridges(2), (std::vector<int>{2, 3}));
+  EXPECT_EQ(e.Bridges(1), (std::vector<int>{0, 1}));
+  EXPECT_EQ(t.Bridges(3), (std::vector<int>{0, 3, 4}));
+  EXPECT_EQ(t.Bridges(4), (std::vector<int>{0, 1, 4}));
 }
 
 // Device buffers: CUDA IPC only where every rank shares this host and nobody turned it
