@@ -18,144 +18,12 @@
 namespace chorus::rendezvous {
 namespace {
 
-// Wire format (little-endian, fixed sizes; docs/design/bootstrap_ring.md):
-//   Hello (connector -> acceptor), kHelloSize bytes:
-//     u32 magic  u16 version  u16 flags (bit 0: has a job secret)  u64 comm_id
-//     i32 sender  i32 receiver  i32 world size  i32 zero  16 bytes nonce Nc
-//   Reply (acceptor -> connector), kReplySize bytes then reason_len bytes:
-//     u32 magic  u16 version  u16 verdict (0 accept, 1 refuse, 2 failed)  i32 acceptor
-//     i32 world size  u32 flags  u32 reason_len  16 bytes nonce Na
-//     32 bytes HMAC(secret, acceptor label, Hello, Na)
-//   Proof (connector -> acceptor, with a secret only): HMAC(secret, connector label, Hello, Na)
-//   Frame: u32 kind (data, failure)  u32 all-gather number  i32 origin rank  u32 len, payload
-constexpr uint32_t kMagic = 0x43485247;  // "CHRG"
-constexpr uint16_t kVersion = 1;
-constexpr size_t kHelloSize = 48;
-constexpr size_t kReplySize = 72;
-constexpr size_t kProofSize = 32;
-constexpr size_t kFrameHeaderSize = 16;
-constexpr size_t kMaxReasonBytes = 4096;
-constexpr uint32_t kDataFrame = 1;
-constexpr uint32_t kFailureFrame = 2;
+// The wire format is in bootstrap_ring_wire.h, apart so that it can be fuzzed.
+using namespace ring_wire;  // NOLINT(google-build-using-namespace): the one format the ring speaks
+
 // Incoming connections still in their handshake: strangers beyond these are closed.
 constexpr size_t kMaxPending = 32;
 constexpr int kMaxStoreSliceMs = 200;
-constexpr const char* kAcceptorLabel = "chorus-ring-acceptor";
-constexpr const char* kConnectorLabel = "chorus-ring-connector";
-
-template <typename T>
-void Put(std::string* out, T v) {
-  const auto u = static_cast<uint64_t>(v);
-  for (size_t i = 0; i < sizeof(T); ++i) out->push_back(static_cast<char>((u >> (8 * i)) & 0xff));
-}
-
-template <typename T>
-T Take(const char* in) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
-  return static_cast<T>(v);
-}
-
-int TakeInt(const char* in) { return static_cast<int32_t>(Take<uint32_t>(in)); }
-
-struct Hello {
-  uint64_t comm_id = 0;
-  int sender = 0;
-  int receiver = 0;
-  int size = 0;
-  bool secret = false;
-  Nonce nonce{};
-};
-
-std::string Encode(const Hello& h) {
-  std::string out;
-  Put<uint32_t>(&out, kMagic);
-  Put<uint16_t>(&out, kVersion);
-  Put<uint16_t>(&out, h.secret ? 1 : 0);
-  Put<uint64_t>(&out, h.comm_id);
-  Put<uint32_t>(&out, static_cast<uint32_t>(h.sender));
-  Put<uint32_t>(&out, static_cast<uint32_t>(h.receiver));
-  Put<uint32_t>(&out, static_cast<uint32_t>(h.size));
-  Put<uint32_t>(&out, 0);
-  out.append(reinterpret_cast<const char*>(h.nonce.data()), h.nonce.size());
-  return out;
-}
-
-std::optional<Hello> DecodeHello(const std::string& in) {
-  if (in.size() != kHelloSize || Take<uint32_t>(in.data()) != kMagic || Take<uint16_t>(in.data() + 4) != kVersion) {
-    return std::nullopt;
-  }
-  Hello h;
-  h.secret = (Take<uint16_t>(in.data() + 6) & 1) != 0;
-  h.comm_id = Take<uint64_t>(in.data() + 8);
-  h.sender = TakeInt(in.data() + 16);
-  h.receiver = TakeInt(in.data() + 20);
-  h.size = TakeInt(in.data() + 24);
-  std::memcpy(h.nonce.data(), in.data() + 32, h.nonce.size());
-  return h;
-}
-
-struct Reply {
-  bool accept = false;
-  bool failed = false;  // the acceptor failed; the reason says why
-  int acceptor = 0;
-  int size = 0;
-  bool secret = false;
-  Nonce nonce{};
-  Sha256Digest mac{};
-  std::string reason;
-};
-
-std::string Encode(const Reply& r) {
-  std::string out;
-  Put<uint32_t>(&out, kMagic);
-  Put<uint16_t>(&out, kVersion);
-  Put<uint16_t>(&out, r.accept ? 0 : r.failed ? 2 : 1);
-  Put<uint32_t>(&out, static_cast<uint32_t>(r.acceptor));
-  Put<uint32_t>(&out, static_cast<uint32_t>(r.size));
-  Put<uint32_t>(&out, r.secret ? 1 : 0);
-  const std::string reason = r.reason.substr(0, kMaxReasonBytes);
-  Put<uint32_t>(&out, static_cast<uint32_t>(reason.size()));
-  out.append(reinterpret_cast<const char*>(r.nonce.data()), r.nonce.size());
-  out.append(reinterpret_cast<const char*>(r.mac.data()), r.mac.size());
-  return out + reason;
-}
-
-std::string Frame(uint32_t kind, uint32_t seq, int origin, std::string_view payload) {
-  std::string out;
-  out.reserve(kFrameHeaderSize + payload.size());
-  Put<uint32_t>(&out, kind);
-  Put<uint32_t>(&out, seq);
-  Put<uint32_t>(&out, static_cast<uint32_t>(origin));
-  Put<uint32_t>(&out, static_cast<uint32_t>(payload.size()));
-  out.append(payload);
-  return out;
-}
-
-struct FrameHead {
-  uint32_t kind = 0;
-  uint32_t seq = 0;
-  int origin = 0;
-  size_t len = 0;
-};
-
-// The frame at `off` of `buf`: none until it is complete; an error when its header is
-// impossible (a length over the cap, an unknown kind).
-Result<std::optional<FrameHead>> PeekFrame(const std::string& buf, size_t off) {
-  if (buf.size() - off < kFrameHeaderSize) return std::optional<FrameHead>();
-  FrameHead h;
-  h.kind = Take<uint32_t>(buf.data() + off);
-  h.seq = Take<uint32_t>(buf.data() + off + 4);
-  h.origin = TakeInt(buf.data() + off + 8);
-  h.len = Take<uint32_t>(buf.data() + off + 12);
-  const size_t cap = h.kind == kFailureFrame ? kMaxReasonBytes : BootstrapRing::kMaxRecordBytes;
-  if ((h.kind != kDataFrame && h.kind != kFailureFrame) || h.len > cap) {
-    return ProtocolError("a ring frame of kind " + std::to_string(h.kind) + " and " + std::to_string(h.len) +
-                         " bytes (at most " + std::to_string(cap) + ")");
-  }
-  if (buf.size() - off < kFrameHeaderSize + h.len) return std::optional<FrameHead>();
-  return std::optional<FrameHead>(h);
-}
 
 // Appends what `fd` has (non-blocking), at most up to `limit` bytes in `buf`; `eof` at
 // the end of the stream.
@@ -227,13 +95,6 @@ struct Pending {
   std::string hello;  // set once the hello was accepted; then the proof is awaited
   Nonce nonce{};
 };
-
-// The code a failure frame carries: every rank reports the origin's kind of failure (a
-// timeout stays a timeout); anything unknown reads as a failed peer.
-StatusCode CodeOf(uint32_t code) {
-  if (code == 0 || code > static_cast<uint32_t>(StatusCode::kInternal)) return StatusCode::kPeerFailed;
-  return static_cast<StatusCode>(code);
-}
 
 int64_t ElapsedMs(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
@@ -421,53 +282,49 @@ Status BootstrapRing::Form(Store& store, const std::string& bind_address, uint64
 
       if (fds[1].revents != 0 && out == Out::kAwaitReply) {
         bool eof = false;
-        const size_t want = reply.size() < kReplySize ? kReplySize : kReplySize + Take<uint32_t>(reply.data() + 20);
-        Status rs = ReadAvailable(next_.get(), &reply, want, &eof, next);
-        if (reply.size() >= kReplySize && Take<uint32_t>(reply.data() + 20) > kMaxReasonBytes) {
-          return ProtocolError(what + ": " + next + " sent a malformed ring reply");
+        // The whole reply's length, checked against the cap before reading on: a
+        // stranger at that address cannot make this rank buffer more.
+        Result<size_t> full = reply.size() < kReplySize ? Result<size_t>(kReplySize) : ReplyLength(reply);
+        Status rs = full.ok() ? ReadAvailable(next_.get(), &reply, full.value(), &eof, next) : Status::Ok();
+        if (full.ok() && reply.size() >= kReplySize) full = ReplyLength(reply);
+        if (!full.ok()) {
+          return ProtocolError(what + ": " + next + " at " + next_address +
+                               " did not answer as a chorus bootstrap ring: " + full.status().message());
         }
-        const size_t full = reply.size() < kReplySize ? SIZE_MAX : kReplySize + Take<uint32_t>(reply.data() + 20);
-        if (reply.size() < full) {
+        if (reply.size() < full.value()) {
           if (!rs.ok() || eof) {
             return PeerFailed(what + ": " + next + " at " + next_address +
                               " closed the connection during the handshake");
           }
           continue;
         }
-        if (Take<uint32_t>(reply.data()) != kMagic || Take<uint16_t>(reply.data() + 4) != kVersion) {
-          return ProtocolError(what + ": " + next_address + " did not answer as a chorus bootstrap ring");
+        const Result<Reply> decoded = DecodeReply(reply);
+        if (!decoded.ok()) {
+          return ProtocolError(what + ": " + next + " at " + next_address +
+                               " did not answer as a chorus bootstrap ring: " + decoded.status().message());
         }
-        const uint16_t verdict = Take<uint16_t>(reply.data() + 6);
-        const bool accept = verdict == 0;
-        if (verdict == 2) {
-          // "<code> <reason>": the acceptor's failure, told to a connection it never took.
-          const std::string told = reply.substr(kReplySize);
-          const size_t sp = told.find(' ');
-          const uint32_t code = sp == std::string::npos ? 0 : static_cast<uint32_t>(std::atoi(told.c_str()));
-          return Status(CodeOf(code),
-                        what + ": " + next + " failed: " + told.substr(sp == std::string::npos ? 0 : sp + 1));
+        const Reply& r = decoded.value();
+        if (r.failed) {
+          // The acceptor's failure, told to a connection it never took.
+          const Failure told = ParseFailedReason(r.reason);
+          return Status(told.code, what + ": " + next + " failed: " + told.message);
         }
-        const int acceptor = TakeInt(reply.data() + 8);
-        const int their_size = TakeInt(reply.data() + 12);
-        const bool their_secret = (Take<uint32_t>(reply.data() + 16) & 1) != 0;
-        if (!accept) {
+        if (!r.accept) {
           return MismatchError(what + ": " + next + " at " + next_address +
-                               " refused the ring connection: " + reply.substr(kReplySize));
+                               " refused the ring connection: " + r.reason);
         }
-        if (acceptor != next_rank_ || their_size != size_ || their_secret != hello.secret) {
-          return MismatchError(what + ": " + next_address + " answered as rank " + std::to_string(acceptor) + " of " +
-                               std::to_string(their_size) + (their_secret ? " with" : " without") +
-                               " a job secret; expected " + next + " of " + std::to_string(size_));
+        if (r.acceptor != next_rank_ || r.size != size_ || r.secret != hello.secret) {
+          return MismatchError(what + ": " + next_address + " answered as rank " + std::to_string(r.acceptor) + " of " +
+                               std::to_string(r.size) + (r.secret ? " with" : " without") + " a job secret; expected " +
+                               next + " of " + std::to_string(size_));
         }
         if (hello.secret) {
-          const std::string na = reply.substr(24, 16);
-          if (!secret.Verify(reinterpret_cast<const uint8_t*>(reply.data() + 40), kAcceptorLabel,
-                             {View(hello_bytes), View(na)})) {
+          if (!secret.Verify(r.mac.data(), kAcceptorLabel, {View(hello_bytes), chorus::View(r.nonce)})) {
             return MismatchError(what + ": " + next + " at " + next_address +
                                  " did not prove the job secret (its CHORUS_SECRET differs, or another job's "
                                  "process listens at that address)");
           }
-          const Sha256Digest proof = secret.Mac(kConnectorLabel, {View(hello_bytes), View(na)});
+          const Sha256Digest proof = secret.Mac(kConnectorLabel, {View(hello_bytes), chorus::View(r.nonce)});
           CHORUS_RETURN_IF_ERROR(SendAll(next_.get(),
                                          std::string_view(reinterpret_cast<const char*>(proof.data()), proof.size()),
                                          deadline, next));
@@ -571,7 +428,7 @@ Status BootstrapRing::Form(Store& store, const std::string& bind_address, uint64
         r.failed = true;
         r.acceptor = rank_;
         r.size = size_;
-        r.reason = std::to_string(static_cast<int>(st.code())) + " " + st.message();
+        r.reason = FailedReason(st.code(), st.message());
         msg = Encode(r);
       } else {
         msg = Frame(kFailureFrame, static_cast<uint32_t>(st.code()), rank_,

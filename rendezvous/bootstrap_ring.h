@@ -14,6 +14,7 @@
 #include "common/job_secret.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "rendezvous/bootstrap_ring_wire.h"
 #include "rendezvous/store.h"
 
 namespace chorus::rendezvous {
@@ -21,7 +22,7 @@ namespace chorus::rendezvous {
 class BootstrapRing {
  public:
   // A record larger than this is refused (a bound on what a peer can make us buffer).
-  static constexpr size_t kMaxRecordBytes = 16u << 20;
+  static constexpr size_t kMaxRecordBytes = ring_wire::kMaxRecordBytes;
 
   // Listens on an ephemeral port of `bind_address` (an IP literal), sets the one key
   // `prefix`ring/<rank> to that address, reads the next rank's, connects to it and

@@ -1,14 +1,16 @@
 // Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/) from real encoded
 // frames and records. Rerun when a format changes:
 //   clang++-14 -std=c++17 -I. tests/fuzz/make_seeds.cc rendezvous/store_protocol.cc \
-//     rendezvous/bootstrap.cc rendezvous/net_util.cc rendezvous/socket_io.cc \
-//     transport/tcp/wire.cc common/*.cc -lpthread -o /tmp/make_seeds && /tmp/make_seeds tests/fuzz/corpus
+//     rendezvous/bootstrap.cc rendezvous/bootstrap_ring_wire.cc rendezvous/net_util.cc \
+//     rendezvous/socket_io.cc transport/tcp/wire.cc common/*.cc -lpthread -o /tmp/make_seeds && \
+//     /tmp/make_seeds tests/fuzz/corpus
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "rendezvous/bootstrap.h"
+#include "rendezvous/bootstrap_ring_wire.h"
 #include "rendezvous/store_protocol.h"
 #include "transport/tcp/wire.h"
 
@@ -16,6 +18,7 @@ namespace {
 
 namespace rv = chorus::rendezvous;
 namespace tcp = chorus::transport::tcp;
+namespace ring = chorus::rendezvous::ring_wire;
 
 void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
   std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
@@ -91,16 +94,47 @@ void WireSeeds(const std::string& wire, const std::string& frames) {
   Write(frames, "stream", stream);
 }
 
+// bootstrap_ring: the first byte picks the decoder (0 hello, 1 reply, 2 frames).
+void RingSeeds(const std::string& dir) {
+  ring::Hello h{77, 2, 3, 4, true, {}};
+  h.nonce[0] = 9;
+  Write(dir, "hello", std::string(1, '\0') + ring::Encode(h));
+  ring::Reply r;
+  r.accept = true;
+  r.acceptor = 3;
+  r.size = 4;
+  r.secret = true;
+  r.nonce[15] = 1;
+  r.mac[0] = 2;
+  Write(dir, "reply_accept", "\1" + ring::Encode(r));
+  r = ring::Reply();
+  r.acceptor = 3;
+  r.size = 4;
+  r.reason = "rank 3 refused: world size 5, here 4";
+  Write(dir, "reply_refuse", "\1" + ring::Encode(r));
+  r.failed = true;
+  r.reason = ring::FailedReason(chorus::StatusCode::kTimeout, "rank 5 of 8 never arrived within 30 s");
+  Write(dir, "reply_failed", "\1" + ring::Encode(r));
+  Write(dir, "frames",
+        "\2" + ring::Frame(ring::kDataFrame, 1, 2, "record of rank 2") + ring::Frame(ring::kDataFrame, 1, 1, "") +
+            ring::Frame(ring::kFailureFrame, static_cast<uint32_t>(chorus::StatusCode::kPeerFailed), 1,
+                        "rank 1 failed: closed"));
+  Write(dir, "failure_frame",
+        "\2" + ring::Frame(ring::kFailureFrame, static_cast<uint32_t>(chorus::StatusCode::kTimeout), 0, "timed out"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR (with store_frame/ peer_info/ tcp_wire/ tcp_frames/)\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CORPUS_DIR (with store_frame/ peer_info/ tcp_wire/ tcp_frames/ bootstrap_ring/)\n",
+                 argv[0]);
     return 2;
   }
   std::string root = argv[1];
   StoreSeeds(root + "/store_frame");
   PeerSeeds(root + "/peer_info");
   WireSeeds(root + "/tcp_wire", root + "/tcp_frames");
+  RingSeeds(root + "/bootstrap_ring");
   return 0;
 }

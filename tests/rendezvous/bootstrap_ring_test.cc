@@ -1,9 +1,12 @@
 // The bootstrap ring with ranks as threads on loopback and chorus's own store: the
 // all-gather at several sizes, O(1) store keys per rank, a rank that never comes, a
-// rank that leaves mid-way, and strangers that fail the handshake.
+// rank that leaves mid-way, strangers that fail the handshake and a next rank whose
+// reply is malformed.
 #include "rendezvous/bootstrap_ring.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -11,9 +14,12 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "rendezvous/bootstrap_ring_wire.h"
 #include "rendezvous/socket_io.h"
 #include "rendezvous/store_client.h"
 #include "rendezvous/store_server.h"
@@ -310,6 +316,61 @@ TEST_F(Ring, DifferentSecretIsAMismatch) {
   // Each connector checks its acceptor's proof first; whichever ran into it says so.
   const std::string both = st[0].message() + " | " + st[1].message();
   EXPECT_CONTAINS(both, "did not prove the job secret");
+}
+
+// A stranger listens at the address rank 1 published: its malformed replies fail rank 0
+// with a protocol error at once, however much it sends after the fixed part.
+TEST_F(Ring, MalformedReplyFailsTheConnector) {
+  ring_wire::Reply refuse;
+  refuse.acceptor = 1;
+  refuse.size = 2;
+  refuse.reason = "refused";
+  const std::string good = ring_wire::Encode(refuse);
+  std::string oversized = good.substr(0, ring_wire::kReplySize);
+  for (size_t i = 0; i < 4; ++i) oversized[20 + i] = '\xff';  // a reason of 4 GiB
+  std::string magic = good;
+  magic[0] ^= 1;
+  std::string verdict = good;
+  verdict[6] = 9;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {oversized, "a reason of 4294967295 bytes"}, {magic, "magic"}, {verdict, "verdict 9"}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const std::string& reply = cases[c].first;
+    UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(listener.valid());
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(listener.get(), 4), 0);
+    ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+    auto client = Client();
+    ASSERT_TRUE(client);
+    const std::string prefix = "malformed" + std::to_string(c) + "/";
+    ASSERT_TRUE(client->Set(prefix + "ring/1", "127.0.0.1:" + std::to_string(ntohs(a.sin_port))).ok());
+    const Deadline deadline = Deadline::AfterMs(60000);
+    std::string hello;
+    std::thread stranger([&] {
+      UniqueFd fd(accept(listener.get(), nullptr, nullptr));
+      if (!fd.valid()) return;
+      hello = ReadUpTo(fd.get(), ring_wire::kHelloSize, deadline);
+      (void)SendAll(fd.get(), reply, deadline, "rank 0");
+      // Then more than any reason may hold, until rank 0 closes.
+      const std::string junk(1 << 16, 'j');
+      for (int i = 0; i < 64; ++i) {
+        if (send(fd.get(), junk.data(), junk.size(), MSG_NOSIGNAL) <= 0) break;
+      }
+    });
+    // A failed Create has closed its sockets: the stranger's sends end.
+    const Status st =
+        BootstrapRing::Create(*client, prefix, 0, 2, "127.0.0.1", kCommId, JobSecret(), deadline).status();
+    stranger.join();
+    EXPECT_EQ(hello.size(), ring_wire::kHelloSize);
+    EXPECT_EQ(st.code(), StatusCode::kProtocolError) << st.ToString();
+    EXPECT_CONTAINS(st.message(), "did not answer as a chorus bootstrap ring");
+    EXPECT_CONTAINS(st.message(), cases[c].second);
+  }
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 # corpus (tests/fuzz/corpus/<target>/), printing one line per target.
 #
 #   tools/fuzz/run.sh [--seconds N] [--only t1,t2] [--artifacts DIR] [--xml DIR]
-# Targets: store_frame peer_info tcp_wire tcp_frames. --seconds: per target (default 60).
+# Targets: store_frame peer_info tcp_wire tcp_frames bootstrap_ring. --seconds: per target (default 60).
 # A crash, leak, UB report, timeout (-timeout=10) or allocation past -rss_limit_mb=2048
 # leaves its input in --artifacts DIR (default /tmp/chorus-fuzz-artifacts); add it to the
 # target's corpus once fixed. Exit 0 when no target found anything. --xml DIR writes
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.." || exit 2
 
 readonly PROG=fuzz/run.sh
 seconds=60 only="" artifacts=/tmp/chorus-fuzz-artifacts xml=""
-all_targets="store_frame peer_info tcp_wire tcp_frames"
+all_targets="store_frame peer_info tcp_wire tcp_frames bootstrap_ring"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a count}; shift 2 ;;
@@ -38,6 +38,7 @@ sources() {
     peer_info) echo rendezvous/bootstrap.cc rendezvous/net_util.cc rendezvous/socket_io.cc ;;
     tcp_wire) echo transport/tcp/wire.cc ;;
     tcp_frames) echo transport/tcp/frame_machine.cc transport/tcp/wire.cc ;;
+    bootstrap_ring) echo rendezvous/bootstrap_ring_wire.cc ;;
   esac
 }
 
@@ -45,7 +46,7 @@ cxx=${CXX_FUZZ:-clang++-14}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$artifacts"
-printf "%-12s %10s %8s %8s  %s\n" target runs cov ft result
+printf "%-14s %10s %8s %8s  %s\n" target runs cov ft result
 status=0
 for t in $targets; do
   bin="$work/$t"
@@ -53,7 +54,7 @@ for t in $targets; do
   if ! "$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
     "tests/fuzz/${t}_fuzz.cc" $(sources "$t") common/*.cc -lpthread -o "$bin" >"$work/$t.build" 2>&1; then
     tail -n 20 "$work/$t.build" >&2
-    printf "%-12s %10s %8s %8s  %s\n" "$t" - - - "build failed"
+    printf "%-14s %10s %8s %8s  %s\n" "$t" - - - "build failed"
     echo "$t build - - build failed" >>"$work/summary"
     status=1
     continue
@@ -74,7 +75,7 @@ for t in $targets; do
     grep -Eo 'Test unit written to .*' "$work/$t.log" >&2
     status=1
   fi
-  printf "%-12s %10s %8s %8s  %s\n" "$t" "${runs:--}" "${cov:--}" "${ft:--}" "$result"
+  printf "%-14s %10s %8s %8s  %s\n" "$t" "${runs:--}" "${cov:--}" "${ft:--}" "$result"
   echo "$t run ${runs:--} ${cov:--} $result" >>"$work/summary"
 done
 if [[ -n "$xml" ]]; then
