@@ -2,6 +2,7 @@
 // binomial tree. No transport needed.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "algos/binomial_tree.h"
@@ -337,15 +338,22 @@ TEST(BinaryTreeTest, MirroredTreesShareNoInnerRank) {
   }
 }
 
+// A selector's view of hosts (equal ids: one host), shared memory within them, TCP
+// between them.
+SelectorConfig Placed(const std::vector<std::string>& host_ids) {
+  SelectorConfig c;
+  c.model.topology = Topology::FromHostIds(host_ids);
+  c.model.intra = LinkKind::kShm;
+  c.model.inter = LinkKind::kTcp;
+  return c;
+}
+
 // The cost model: all_reduce on 2 hosts x 2 ranks (shared memory within, TCP between)
 // takes recursive doubling for small messages and the hierarchical algorithm for large
 // ones; the reason gives every candidate's prediction. On uneven hosts the
 // hierarchical algorithm is never taken, even forced.
 TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
-  SelectorConfig two_by_two;
-  two_by_two.model.topology = Topology::FromHostIds({"a", "a", "b", "b"});
-  two_by_two.model.intra = LinkKind::kShm;
-  two_by_two.model.inter = LinkKind::kTcp;
+  const SelectorConfig two_by_two = Placed({"a", "a", "b", "b"});
   const Selector s = *Selector::Create(two_by_two);
   EXPECT_EQ(s.Choose(Collective::kAllReduce, 8, 4).algorithm, Algorithm::kRecursiveDoubling);
   const Choice big = s.Choose(Collective::kAllReduce, 64 << 20, 4);
@@ -365,16 +373,12 @@ TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
   EXPECT_GT(ring / hier, 1.0);
 
   // Uneven hosts run it by leaders, and the model predicts that too.
-  SelectorConfig uneven;
-  uneven.model.topology = Topology::FromHostIds({"a", "a", "a", "b"});
-  uneven.model.intra = LinkKind::kShm;
+  SelectorConfig uneven = Placed({"a", "a", "a", "b"});
   uneven.forced = Algorithm::kHierarchical;
   EXPECT_EQ(Selector::Create(uneven)->Choose(Collective::kAllReduce, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
   EXPECT_GT(uneven.model.PredictUs(Collective::kAllReduce, Algorithm::kHierarchical, 64 << 20, 4), 0);
   // One host: nothing to be hierarchical about, even forced.
-  SelectorConfig one;
-  one.model.topology = Topology::FromHostIds({"a", "a", "a", "a"});
-  one.model.intra = LinkKind::kShm;
+  SelectorConfig one = Placed({"a", "a", "a", "a"});
   EXPECT_NE(Selector::Create(one)->Choose(Collective::kAllReduce, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
   one.forced = Algorithm::kHierarchical;
   const Choice u = Selector::Create(one)->Choose(Collective::kAllReduce, 64 << 20, 4);
@@ -390,10 +394,7 @@ TEST(SelectorTest, AllReduceWeighsPredictedTimesOnTheTopology) {
 // All_gather on uneven hosts has none (forced: said so, and the flat choice runs);
 // broadcast by leaders has.
 TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
-  SelectorConfig two_by_two;
-  two_by_two.model.topology = Topology::FromHostIds({"a", "b", "a", "b"});
-  two_by_two.model.intra = LinkKind::kShm;
-  two_by_two.model.inter = LinkKind::kTcp;
+  const SelectorConfig two_by_two = Placed({"a", "b", "a", "b"});
   const Selector s = *Selector::Create(two_by_two);
   const CostModel& m = two_by_two.model;
   for (Collective c : {Collective::kBroadcast, Collective::kAllGather}) {
@@ -413,9 +414,7 @@ TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
   EXPECT_LT(m.PredictUs(Collective::kAllGather, Algorithm::kHierarchical, 256 << 20, 4),
             m.PredictUs(Collective::kAllGather, Algorithm::kRing, 256 << 20, 4));
 
-  SelectorConfig uneven;
-  uneven.model.topology = Topology::FromHostIds({"a", "a", "a", "b"});
-  uneven.model.intra = LinkKind::kShm;
+  SelectorConfig uneven = Placed({"a", "a", "a", "b"});
   uneven.forced = Algorithm::kHierarchical;
   const Selector u = *Selector::Create(uneven);
   EXPECT_EQ(u.Choose(Collective::kBroadcast, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
@@ -425,9 +424,7 @@ TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
   EXPECT_NE(ag.reason.find("CHORUS_ALGO=hierarchical cannot run all_gather on 2 hosts"), std::string::npos)
       << ag.reason;
   // One host: neither, not even predicted.
-  SelectorConfig one;
-  one.model.topology = Topology::FromHostIds({"a", "a", "a", "a"});
-  one.model.intra = LinkKind::kShm;
+  SelectorConfig one = Placed({"a", "a", "a", "a"});
   for (Collective c : {Collective::kBroadcast, Collective::kAllGather}) {
     EXPECT_NE(Selector::Create(one)->Choose(c, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
     EXPECT_LT(one.model.PredictUs(c, Algorithm::kHierarchical, 64 << 20, 4), 0);
@@ -441,10 +438,7 @@ TEST(SelectorTest, BroadcastAndAllGatherWeighTheHierarchicalOnes) {
 // Reduce_scatter on uneven hosts has none (forced: said so, and the ring runs); reduce by
 // hosts' first ranks has. Links all alike: the flat tree wins the reduce's tie.
 TEST(SelectorTest, ReduceAndReduceScatterWeighTheHierarchicalOnes) {
-  SelectorConfig two_by_two;
-  two_by_two.model.topology = Topology::FromHostIds({"a", "b", "a", "b"});
-  two_by_two.model.intra = LinkKind::kShm;
-  two_by_two.model.inter = LinkKind::kTcp;
+  const SelectorConfig two_by_two = Placed({"a", "b", "a", "b"});
   const Selector s = *Selector::Create(two_by_two);
   const CostModel& m = two_by_two.model;
   for (Collective c : {Collective::kReduce, Collective::kReduceScatter}) {
@@ -466,9 +460,7 @@ TEST(SelectorTest, ReduceAndReduceScatterWeighTheHierarchicalOnes) {
   EXPECT_GT(m.PredictUs(Collective::kReduceScatter, Algorithm::kRing, whole, 4),
             m.PredictUs(Collective::kAllReduce, Algorithm::kRing, whole, 4) / 2);
 
-  SelectorConfig uneven;
-  uneven.model.topology = Topology::FromHostIds({"a", "a", "a", "b"});
-  uneven.model.intra = LinkKind::kShm;
+  SelectorConfig uneven = Placed({"a", "a", "a", "b"});
   uneven.forced = Algorithm::kHierarchical;
   const Selector u = *Selector::Create(uneven);
   EXPECT_EQ(u.Choose(Collective::kReduce, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
@@ -485,9 +477,7 @@ TEST(SelectorTest, ReduceAndReduceScatterWeighTheHierarchicalOnes) {
             alike.model.PredictUs(Collective::kReduce, Algorithm::kTree, 1 << 20, 4));
   EXPECT_EQ(Selector::Create(alike)->Choose(Collective::kReduce, 1 << 20, 4).algorithm, Algorithm::kTree);
 
-  SelectorConfig one;
-  one.model.topology = Topology::FromHostIds({"a", "a", "a", "a"});
-  one.model.intra = LinkKind::kShm;
+  SelectorConfig one = Placed({"a", "a", "a", "a"});
   for (Collective c : {Collective::kReduce, Collective::kReduceScatter}) {
     EXPECT_NE(Selector::Create(one)->Choose(c, 64 << 20, 4).algorithm, Algorithm::kHierarchical);
     EXPECT_LT(one.model.PredictUs(c, Algorithm::kHierarchical, 64 << 20, 4), 0);

@@ -321,13 +321,7 @@ void TcpTransport::AcceptLoop() {
   while (!stop_accepting_.load()) {
     // An engine that failed (a peer's ABORT, a silent peer) stops this rank's dials and
     // waits for dials too: they must not outlast the failure until their deadline.
-    Status failed;
-    for (auto& e : engines_) {
-      if (Status st = e->health(); !st.ok()) {
-        failed = st;
-        break;
-      }
-    }
+    const Status failed = health();
     {
       std::lock_guard<std::mutex> lock(link_mu_);
       if (!failed.ok() && link_abort_.ok()) StopDialsLocked(failed);
@@ -373,12 +367,7 @@ void TcpTransport::HandOverLocked(int peer, std::vector<UniqueFd> fds) {
   // Aborted: the engines are gone; the sockets close, and the peer fails its requests naming us.
   // An engine that failed since the acceptor last looked counts as an abort already.
   if (link_abort_.ok()) {
-    for (auto& e : engines_) {
-      if (Status st = e->health(); !st.ok()) {
-        StopDialsLocked(st);
-        break;
-      }
-    }
+    if (Status st = health(); !st.ok()) StopDialsLocked(st);
   }
   if (!link_abort_.ok()) return FailLinkLocked(peer, link_abort_);
   for (UniqueFd& fd : fds) {
