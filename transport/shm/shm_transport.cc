@@ -195,6 +195,7 @@ Status ShmTransport::Start() {
     if (!pp) continue;
     Peer& p = *pp;
     p.single_copy = p.out->single_copy.load(std::memory_order_acquire) != 0;
+    if (!p.single_copy || p.in->single_copy.load(std::memory_order_relaxed) == 0) streams_ = true;
   }
   proxy_ = std::thread([this] { ProxyLoop(); });
   return Status::Ok();
@@ -799,6 +800,9 @@ bool ShmTransport::PollLocked(Clock::time_point now) {
 }
 
 void ShmTransport::Progress() {
+  // Single copy leaves nothing to move between waits: a read polled here would be this
+  // thread's work anyway, cut into the caller's copy or reduction (slower than after it).
+  if (!streams_) return;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (lock.owns_lock()) PollLocked(Clock::now());
 }

@@ -268,6 +268,7 @@ class ShmTransport final : public Transport, public RequestDriver {
   std::atomic<int> app_drivers_{0};
   std::atomic<int64_t> last_app_drive_ns_{0};
   std::atomic<bool> stop_{false};
+  bool streams_ = false;         // set at Start: some peer's large messages go through the rings
   std::atomic<int> watched_{0};  // peers asked to be watched (Watch)
   int pidfds_opened_ = 0;        // proxy thread: how many of them OpenPidfds has seen
   std::thread proxy_;
