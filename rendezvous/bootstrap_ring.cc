@@ -134,8 +134,12 @@ Status BootstrapRing::Fail(Status st, int origin, const std::string& reason) {
     // Reading what is there first keeps close() from resetting the connection, which
     // could drop the failure frame before the neighbour reads it.
     (void)shutdown(fd->get(), SHUT_WR);
+    // Bounded: a neighbour that keeps sending does not hold this rank here.
     char drain[4096];
-    while (recv(fd->get(), drain, sizeof(drain), MSG_DONTWAIT) > 0) {
+    ssize_t got = 0;
+    for (size_t drained = 0; drained < kMaxBufferedBytes; drained += static_cast<size_t>(got)) {
+      got = recv(fd->get(), drain, sizeof(drain), MSG_DONTWAIT);
+      if (got <= 0) break;
     }
     fd->reset();
   }
@@ -152,12 +156,18 @@ Status BootstrapRing::FailureHeard(const std::string& buf, size_t off, int origi
               origin, reason);
 }
 
-Status BootstrapRing::Pump(bool from_prev) {
+Status BootstrapRing::Pump(bool from_prev, int revents) {
   bool& eof = from_prev ? prev_eof_ : next_eof_;
   if (eof) return Status::Ok();
+  if (Full(from_prev)) {
+    // Not read on; a broken connection still ends it (what it holds is all this
+    // all-gather needs from that side).
+    if ((revents & (POLLHUP | POLLERR)) != 0) eof = true;
+    return Status::Ok();
+  }
   const int peer = from_prev ? prev_rank_ : next_rank_;
-  Status st = ReadAvailable((from_prev ? prev_ : next_).get(), from_prev ? &inbox_ : &from_next_, SIZE_MAX, &eof,
-                            "rank " + std::to_string(peer));
+  Status st = ReadAvailable((from_prev ? prev_ : next_).get(), from_prev ? &inbox_ : &from_next_, kMaxBufferedBytes,
+                            &eof, "rank " + std::to_string(peer));
   if (!st.ok()) eof = true;  // a reset: what was read still counts, then it is the end
   return Status::Ok();
 }
@@ -273,8 +283,9 @@ Status BootstrapRing::Form(Store& store, const std::string& bind_address, uint64
       }
       std::vector<pollfd> fds;
       fds.push_back({prev_.valid() ? -1 : listener.value().get(), POLLIN, 0});
-      fds.push_back({next_eof_ ? -1 : next_.get(), POLLIN, 0});
-      fds.push_back({prev_eof_ ? -1 : prev_.get(), POLLIN, 0});
+      // A full side is not polled for input (it would always be ready); hang-ups still count.
+      fds.push_back({next_eof_ ? -1 : next_.get(), static_cast<short>(Full(false) ? 0 : POLLIN), 0});
+      fds.push_back({prev_eof_ ? -1 : prev_.get(), static_cast<short>(Full(true) ? 0 : POLLIN), 0});
       for (const Pending& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
       const int n = poll(fds.data(), fds.size(), out == Out::kNoAddress ? 0 : deadline.RemainingMs());
       if (n < 0 && errno != EINTR) return IoError(what + ": poll", errno);
@@ -333,12 +344,12 @@ Status BootstrapRing::Form(Store& store, const std::string& bind_address, uint64
         next_ready_ = true;
       } else if (fds[1].revents != 0) {
         // The next rank may be in its all-gather already: its frames wait in from_next_.
-        CHORUS_RETURN_IF_ERROR(Pump(/*from_prev=*/false));
+        CHORUS_RETURN_IF_ERROR(Pump(/*from_prev=*/false, fds[1].revents));
         CHORUS_RETURN_IF_ERROR(CheckDuringSetUp(/*from_prev=*/false));
       }
 
       if (fds[2].revents != 0) {
-        CHORUS_RETURN_IF_ERROR(Pump(/*from_prev=*/true));
+        CHORUS_RETURN_IF_ERROR(Pump(/*from_prev=*/true, fds[2].revents));
         CHORUS_RETURN_IF_ERROR(CheckDuringSetUp(/*from_prev=*/true));
       }
 
@@ -542,10 +553,13 @@ Result<std::vector<std::string>> BootstrapRing::AllGather(const std::string& min
                                " on the ring) closed its connection; " + missing() + " never arrived"));
       }
     }
+    // A full side is not polled for input: its first frame, whole, is for a later
+    // all-gather (TakeFrames took the rest), so nothing more is needed from it in this one.
     pollfd fds[2] = {
-        {prev_eof_ ? -1 : prev_.get(), static_cast<short>(POLLIN | (back_out_off_ < back_out_.size() ? POLLOUT : 0)),
-         0},
-        {next_eof_ ? -1 : next_.get(), static_cast<short>(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0}};
+        {prev_eof_ ? -1 : prev_.get(),
+         static_cast<short>((Full(true) ? 0 : POLLIN) | (back_out_off_ < back_out_.size() ? POLLOUT : 0)), 0},
+        {next_eof_ ? -1 : next_.get(),
+         static_cast<short>((Full(false) ? 0 : POLLIN) | (out_off_ < out_.size() ? POLLOUT : 0)), 0}};
     const int n = poll(fds, 2, deadline.RemainingMs());
     if (n < 0 && errno != EINTR) return Fail(IoError(what + ": poll", errno));
     if (n == 0) {
@@ -576,7 +590,7 @@ Result<std::vector<std::string>> BootstrapRing::AllGather(const std::string& min
           return Fail(PeerFailed(what + ": sending to " + (prev_side ? prev : next) + ": " + std::strerror(errno)));
         }
       }
-      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) CHORUS_RETURN_IF_ERROR(Pump(prev_side));
+      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) CHORUS_RETURN_IF_ERROR(Pump(prev_side, p.revents));
     }
   }
 }

@@ -5,6 +5,7 @@
 // rank's. Protocol and failure behaviour: docs/design/bootstrap_ring.md.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,6 +24,8 @@ class BootstrapRing {
  public:
   // A record larger than this is refused (a bound on what a peer can make us buffer).
   static constexpr size_t kMaxRecordBytes = ring_wire::kMaxRecordBytes;
+  // What this rank holds from one neighbour at most; beyond it that neighbour waits.
+  static constexpr size_t kMaxBufferedBytes = ring_wire::kMaxBufferedBytes;
 
   // Listens on an ephemeral port of `bind_address` (an IP literal), sets the one key
   // `prefix`ring/<rank> to that address, reads the next rank's, connects to it and
@@ -45,6 +48,9 @@ class BootstrapRing {
   // Closes both ring sockets (also done by the destructor).
   void Close();
 
+  // For tests: the most this rank holds, not yet taken, from one neighbour.
+  size_t buffered_bytes() const { return std::max(inbox_.size(), from_next_.size()); }
+
  private:
   BootstrapRing(std::string prefix, int rank, int size);
 
@@ -65,9 +71,12 @@ class BootstrapRing {
     int queued;    // records queued for the neighbour on the far side
     int to_queue;  // how many it needs from this rank besides this rank's own
   };
-  // Reads what is there from prev_ (into inbox_) or next_ (into from_next_); marks the
-  // end of the stream.
-  Status Pump(bool from_prev);
+  // Reads what is there from prev_ (into inbox_) or next_ (into from_next_), while it
+  // holds less than kMaxBufferedBytes; marks the end of the stream, also where `revents`
+  // (poll's) report a hang-up or error on a full side.
+  Status Pump(bool from_prev, int revents);
+  // That side holds kMaxBufferedBytes: it is not read (nor polled for input) until taken.
+  bool Full(bool from_prev) const { return (from_prev ? inbox_ : from_next_).size() >= kMaxBufferedBytes; }
   // During set-up, before the all-gathers: a failure frame or a close from that side.
   Status CheckDuringSetUp(bool from_prev);
   // Takes the complete frames of one way: records stored, forwards queued.

@@ -38,6 +38,9 @@ constexpr size_t kFrameHeaderSize = 16;
 constexpr size_t kMaxReasonBytes = 4096;
 // A record larger than this is refused (a bound on what a peer can make us buffer).
 constexpr size_t kMaxRecordBytes = 16u << 20;
+// What the ring holds from one neighbour before it stops reading it (TCP then holds the
+// sender back): one largest frame, so that a full buffer always starts with a whole one.
+constexpr size_t kMaxBufferedBytes = kFrameHeaderSize + kMaxRecordBytes;
 constexpr uint32_t kDataFrame = 1;
 constexpr uint32_t kFailureFrame = 2;
 constexpr const char* kAcceptorLabel = "chorus-ring-acceptor";

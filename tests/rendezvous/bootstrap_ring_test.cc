@@ -1,13 +1,14 @@
 // The bootstrap ring with ranks as threads on loopback and chorus's own store: the
 // all-gather at several sizes, O(1) store keys per rank, a rank that never comes, a
-// rank that leaves mid-way, strangers that fail the handshake and a next rank whose
-// reply is malformed.
+// rank that leaves mid-way, strangers that fail the handshake, a next rank whose
+// reply is malformed and a neighbour that floods frames for a later all-gather.
 #include "rendezvous/bootstrap_ring.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <atomic>
 #include <functional>
@@ -371,6 +372,109 @@ TEST_F(Ring, MalformedReplyFailsTheConnector) {
     EXPECT_CONTAINS(st.message(), "did not answer as a chorus bootstrap ring");
     EXPECT_CONTAINS(st.message(), cases[c].second);
   }
+}
+
+// A neighbour that passes the handshake (rank 1 of 2, no secret), then floods frames
+// for a later all-gather: rank 0 holds at most kMaxBufferedBytes of them (TCP holds
+// the rest back), its first all-gather completes and its second fails at its deadline.
+TEST_F(Ring, FloodFromANeighbourIsBounded) {
+  constexpr size_t kFloodBytes = size_t{256} << 20;
+  const Deadline deadline = Deadline::AfterMs(60000);
+  auto client = Client();
+  ASSERT_TRUE(client);
+  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener.valid());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(listener.get(), 4), 0);
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ASSERT_TRUE(client->Set("flood/ring/1", "127.0.0.1:" + std::to_string(ntohs(a.sin_port))).ok());
+
+  // Frames of all-gather 2 from rank 1, sent over and over.
+  std::string chunk;
+  for (int i = 0; i < 16; ++i) chunk += ring_wire::Frame(ring_wire::kDataFrame, 2, 1, std::string(65520, 'f'));
+  std::atomic<size_t> flooded{0};
+  std::atomic<bool> flood_done{false};
+  UniqueFd flood_fd, back_fd;
+  std::thread flood;
+  Status fake;
+  std::thread neighbour([&] {
+    fake = [&]() -> Status {
+      // Rank 0 connects to rank 1: hello in, an accepting reply out.
+      flood_fd = UniqueFd(accept(listener.get(), nullptr, nullptr));
+      if (!flood_fd.valid()) return IoError("accept", errno);
+      const timeval wait{60, 0};  // each blocked send ends by then
+      (void)setsockopt(flood_fd.get(), SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
+      if (ReadUpTo(flood_fd.get(), ring_wire::kHelloSize, deadline).size() != ring_wire::kHelloSize) {
+        return InternalError("no hello from rank 0");
+      }
+      ring_wire::Reply accept_reply;
+      accept_reply.accept = true;
+      accept_reply.acceptor = 1;
+      accept_reply.size = 2;
+      const std::string reply = ring_wire::Encode(accept_reply);
+      if (send(flood_fd.get(), reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) {
+        return IoError("reply", errno);
+      }
+      flood = std::thread([&] {
+        size_t off = 0;
+        while (flooded < kFloodBytes) {
+          const ssize_t n = send(flood_fd.get(), chunk.data() + off, chunk.size() - off, MSG_NOSIGNAL);
+          if (n <= 0) break;  // rank 0 closed (or the send timed out)
+          flooded += static_cast<size_t>(n);
+          off = (off + static_cast<size_t>(n)) % chunk.size();
+        }
+        flood_done = true;
+      });
+      // Rank 0 is still forming its ring: it has read (and holds) what it will.
+      while (flooded < BootstrapRing::kMaxBufferedBytes && !flood_done && !deadline.expired()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      // Rank 1 connects to rank 0 and sends its record of all-gather 1, then nothing.
+      auto own_client = Client();  // a store client is not shared between threads
+      if (!own_client) return InternalError("no store client");
+      auto addr = own_client->Get("flood/ring/0", std::chrono::milliseconds(deadline.RemainingMs()));
+      if (!addr.ok()) return addr.status();
+      const size_t colon = addr.value().rfind(':');
+      auto resolved = Resolve(addr.value().substr(0, colon),
+                              static_cast<uint16_t>(std::stoi(addr.value().substr(colon + 1))), SOCK_STREAM, false);
+      if (!resolved.ok()) return resolved.status();
+      auto fd = ConnectOnce(resolved.value(), deadline);
+      if (!fd.ok()) return fd.status();
+      back_fd = std::move(fd.value());
+      const ring_wire::Hello hello{kCommId, 1, 0, 2, false, {}};
+      CHORUS_RETURN_IF_ERROR(SendAll(back_fd.get(), ring_wire::Encode(hello), deadline, "rank 0"));
+      if (ReadUpTo(back_fd.get(), ring_wire::kReplySize, deadline).size() != ring_wire::kReplySize) {
+        return InternalError("no reply from rank 0");
+      }
+      return SendAll(back_fd.get(), ring_wire::Frame(ring_wire::kDataFrame, 1, 1, "one"), deadline, "rank 0");
+    }();
+  });
+
+  [&] {
+    auto ring = BootstrapRing::Create(*client, "flood/", 0, 2, "127.0.0.1", kCommId, JobSecret(), deadline);
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    EXPECT_LE(ring.value()->buffered_bytes(), BootstrapRing::kMaxBufferedBytes);
+    auto first = ring.value()->AllGather("zero", deadline);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_EQ(first.value(), (std::vector<std::string>{"zero", "one"}));
+    EXPECT_LE(ring.value()->buffered_bytes(), BootstrapRing::kMaxBufferedBytes);
+    // Rank 1 sends nothing more for all-gather 2; the flood goes on meanwhile.
+    auto second = ring.value()->AllGather("zero", Deadline::AfterMs(1000));
+    EXPECT_EQ(second.status().code(), StatusCode::kTimeout) << second.status().ToString();
+    EXPECT_CONTAINS(second.status().message(), "rank 1 of 2 never arrived");
+    EXPECT_GT(ring.value()->buffered_bytes(), 0u);
+    EXPECT_LE(ring.value()->buffered_bytes(), BootstrapRing::kMaxBufferedBytes);
+  }();
+  // The failed ring closed its sockets: the flood ends well short of its 256 MiB.
+  (void)shutdown(listener.get(), SHUT_RDWR);  // an accept still waiting ends
+  neighbour.join();
+  if (flood.joinable()) flood.join();
+  EXPECT_TRUE(fake.ok()) << fake.ToString();
+  EXPECT_LT(flooded.load(), kFloodBytes);
 }
 
 }  // namespace
