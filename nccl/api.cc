@@ -1,6 +1,7 @@
 // NCCL's C API over chorus::Communicator (docs/design/nccl_api.md). Host buffers run on
 // chorus's host path and complete before the call (or ncclGroupEnd) returns; device
 // buffers go through chorus's stream forms, which enqueue and return.
+#include <unistd.h>
 #include <array>
 #include <cstring>
 #include <functional>
@@ -79,11 +80,16 @@ ncclResult_t FromStatus(const Status& s) {
   return Fail(r, s.ToString());
 }
 
-// Stores that ncclGetUniqueId started in this process, by nonce, until a communicator
-// made from that id takes them over.
+// Stores that ncclGetUniqueId started, by nonce, until a communicator made from that id
+// in the same process takes them over. A forked child inherits the entries but not the
+// stores' threads: it leaves them alone (never destroyed: the map is never freed).
+struct HostedStore {
+  pid_t pid;
+  std::shared_ptr<chorus::rendezvous::StoreServer> server;
+};
 std::mutex g_stores_mu;
-std::map<std::string, std::shared_ptr<chorus::rendezvous::StoreServer>>& Stores() {
-  static auto* stores = new std::map<std::string, std::shared_ptr<chorus::rendezvous::StoreServer>>();
+std::map<std::string, HostedStore>& Stores() {
+  static auto* stores = new std::map<std::string, HostedStore>();
   return *stores;
 }
 
@@ -257,8 +263,8 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
     // Every rank has met in the store: the communicator now holds the store, if it is here.
     std::lock_guard<std::mutex> lock(g_stores_mu);
     auto it = Stores().find(chorus::nccl::NonceHex(c.value().nonce));
-    if (it != Stores().end()) {
-      comm->store = it->second;
+    if (it != Stores().end() && it->second.pid == getpid()) {
+      comm->store = it->second.server;
       Stores().erase(it);
     }
   }
@@ -327,7 +333,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   if (!s.ok()) return FromStatus(s);
   {
     std::lock_guard<std::mutex> lock(g_stores_mu);
-    Stores()[chorus::nccl::NonceHex(c.nonce)] = std::move(server.value());
+    Stores()[chorus::nccl::NonceHex(c.nonce)] = HostedStore{getpid(), std::move(server.value())};
   }
   std::memcpy(unique_id->internal, bytes.data(), bytes.size());
   return ncclSuccess;
@@ -453,11 +459,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   ncclResult_t r = CheckComm(comm, "ncclCommSplit");
   if (r != ncclSuccess) return r;
   if (newcomm == nullptr) return Fail(ncclInvalidArgument, Where(comm, "ncclCommSplit") + ": newcomm is NULL");
-  *newcomm = nullptr;
   if (color < NCCL_SPLIT_NOCOLOR) {
     return Fail(ncclInvalidArgument, Where(comm, "ncclCommSplit") + ": color " + std::to_string(color) +
                                          " is negative (NCCL_SPLIT_NOCOLOR is -1)");
   }
+  *newcomm = nullptr;
   chorus::Result<std::unique_ptr<chorus::Communicator>> child = comm->c->Split(color, key);
   if (!child.ok()) return FromStatus(child.status().WithContext(Where(comm, "ncclCommSplit")));
   if (!child.value()) return ncclSuccess;  // NCCL_SPLIT_NOCOLOR
