@@ -204,6 +204,21 @@ struct GroupState {
 };
 thread_local GroupState g_group;
 
+// Drops the device operations that ended, keeping the first error for
+// ncclCommGetAsyncError. Caller holds comm->mu.
+void ReapLocked(ncclComm* comm) {
+  std::vector<Work> still;
+  for (Work& w : comm->pending) {
+    if (!w.Test()) {
+      still.push_back(w);
+      continue;
+    }
+    Status s = w.Wait();
+    if (!s.ok() && comm->async_error == ncclSuccess) comm->async_error = FromStatus(s);
+  }
+  comm->pending.swap(still);
+}
+
 // Issues every op, then waits for the host ones: all sends and receives are posted before
 // any is waited, so grouped point-to-point patterns cannot deadlock.
 ncclResult_t RunOps(std::vector<GroupOp> ops) {
@@ -215,8 +230,13 @@ ncclResult_t RunOps(std::vector<GroupOp> ops) {
     if (ops[i].host) {
       Status s = works[i].Wait();
       if (!s.ok() && result == ncclSuccess) result = FromStatus(s);
+    } else if (works[i].Test()) {
+      // Refused at the call (arguments, no CUDA device): say so now, as NCCL does.
+      Status s = works[i].Wait();
+      if (!s.ok() && result == ncclSuccess) result = FromStatus(s);
     } else {
       std::lock_guard<std::mutex> lock(ops[i].comm->mu);
+      ReapLocked(ops[i].comm);
       ops[i].comm->pending.push_back(works[i]);
     }
   }
@@ -421,16 +441,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   if (comm == nullptr) return Fail(ncclInvalidArgument, "ncclCommGetAsyncError: comm is NULL");
   if (async_error == nullptr) return Fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   std::lock_guard<std::mutex> lock(comm->mu);
-  std::vector<Work> still;
-  for (Work& w : comm->pending) {
-    if (!w.Test()) {
-      still.push_back(w);
-      continue;
-    }
-    Status s = w.Wait();
-    if (!s.ok() && comm->async_error == ncclSuccess) comm->async_error = FromStatus(s);
-  }
-  comm->pending.swap(still);
+  ReapLocked(comm);
   *async_error = comm->async_error;
   return ncclSuccess;
 }

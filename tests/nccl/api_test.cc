@@ -1,6 +1,7 @@
 // The NCCL API on host buffers: ranks are forked processes that meet through one
-// ncclUniqueId made by the parent (whose store thread serves them).
+// ncclUniqueId made by rank 0.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -26,11 +27,74 @@ using chorus::testing::RunRanks;
                std::string(#call) + ": " + ncclGetErrorString(r_) + ": " + ncclGetLastError(nullptr)); \
   } while (0)
 
+// The unique id from rank 0 to the others through a pipe made before the fork, as an
+// MPI program broadcasts it: the store then lives in rank 0 and the test process
+// stays single-threaded when it forks.
+class IdPipe {
+ public:
+  IdPipe() { EXPECT_EQ(pipe(fds_), 0); }
+  ~IdPipe() {
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  // Rank 0 makes the id and writes n - 1 copies; each other rank reads one (a write of
+  // 128 bytes to a pipe is atomic). Returns false on failure.
+  bool Share(int rank, int n, ncclUniqueId* id) {
+    if (rank == 0) {
+      if (ncclGetUniqueId(id) != ncclSuccess) return false;
+      for (int i = 1; i < n; ++i) {
+        if (write(fds_[1], id->internal, sizeof(id->internal)) != static_cast<ssize_t>(sizeof(id->internal))) {
+          return false;
+        }
+      }
+      return true;
+    }
+    size_t got = 0;
+    while (got < sizeof(id->internal)) {
+      const ssize_t r = read(fds_[0], id->internal + got, sizeof(id->internal) - got);
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    return true;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
+// A barrier of n forked ranks outside chorus: everyone writes to rank 0, rank 0 answers.
+class PipeBarrier {
+ public:
+  PipeBarrier() {
+    EXPECT_EQ(pipe(up_), 0);
+    EXPECT_EQ(pipe(down_), 0);
+  }
+  ~PipeBarrier() {
+    for (int fd : {up_[0], up_[1], down_[0], down_[1]}) close(fd);
+  }
+  bool Wait(int rank, int n) {
+    char b = 0;
+    if (rank != 0) return write(up_[1], &b, 1) == 1 && read(down_[0], &b, 1) == 1;
+    for (int i = 1; i < n; ++i) {
+      if (read(up_[0], &b, 1) != 1) return false;
+    }
+    for (int i = 1; i < n; ++i) {
+      if (write(down_[1], &b, 1) != 1) return false;
+    }
+    return true;
+  }
+
+ private:
+  int up_[2] = {-1, -1};
+  int down_[2] = {-1, -1};
+};
+
 // Runs body(rank, comm) on n forked ranks of one communicator, then destroys it.
 void RunComm(int n, const std::function<int(int, ncclComm_t)>& body) {
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  IdPipe ids;
   ExpectAllOk(RunRanks(n, [&](int rank) {
+    ncclUniqueId id;
+    RANK_CHECK(ids.Share(rank, n, &id), "sharing the unique id");
     ncclComm_t comm = nullptr;
     NCCL_RANK_OK(ncclCommInitRank(&comm, n, id, rank));
     const int rc = body(rank, comm);
@@ -129,11 +193,20 @@ TEST(NcclApiTest, InitQueryFinalizeDestroy) {
 }
 
 TEST(NcclApiTest, AbortEndsEveryRank) {
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  IdPipe ids;
+  PipeBarrier done;
   ExpectAllOk(RunRanks(3, [&](int rank) {
+    ncclUniqueId id;
+    RANK_CHECK(ids.Share(rank, 3, &id), "sharing the unique id");
     ncclComm_t comm = nullptr;
     NCCL_RANK_OK(ncclCommInitRank(&comm, 3, id, rank));
+    int32_t v = 1;
+    int32_t sum = 0;
+    NCCL_RANK_OK(ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, comm, nullptr));
+    RANK_CHECK(sum == 3, "allreduce before abort");
+    // Abort is local: without this, an early abort (rank 0's takes its store along)
+    // fails the ranks still setting up, which is not what this test is about.
+    RANK_CHECK(done.Wait(rank, 3), "barrier");
     NCCL_RANK_OK(ncclCommAbort(comm));
     return 0;
   }));
