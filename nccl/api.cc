@@ -88,8 +88,8 @@ struct HostedStore {
   std::shared_ptr<chorus::rendezvous::StoreServer> server;
 };
 std::mutex g_stores_mu;
-std::map<std::string, HostedStore>& Stores() {
-  static auto* stores = new std::map<std::string, HostedStore>();
+std::map<chorus::Nonce, HostedStore>& Stores() {
+  static auto* stores = new std::map<chorus::Nonce, HostedStore>();
   return *stores;
 }
 
@@ -189,13 +189,21 @@ ncclResult_t NonNull(const ncclComm* comm, const char* call, const void* p, cons
   return ncclSuccess;
 }
 
+// NCCL refuses a root or peer outside the communicator.
+ncclResult_t RankInRange(const ncclComm* comm, const char* call, const char* what, int r) {
+  if (r < 0 || r >= comm->c->size()) {
+    return Fail(ncclInvalidArgument, Where(comm, call) + ": " + what + " " + std::to_string(r) + " is out of range");
+  }
+  return ncclSuccess;
+}
+
 // One operation of a group: `issue` starts it (an I-form on host buffers, a stream form on
 // device buffers) and returns its Work.
 struct GroupOp {
   ncclComm* comm = nullptr;
   bool host = true;
   std::function<Work()> issue;
-  std::shared_ptr<std::vector<char>> scratch;  // kept alive until the op ends
+  std::vector<std::shared_ptr<std::vector<char>>> scratch;  // kept alive until the op ends
 };
 
 struct GroupState {
@@ -282,7 +290,7 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
   {
     // Every rank has met in the store: the communicator now holds the store, if it is here.
     std::lock_guard<std::mutex> lock(g_stores_mu);
-    auto it = Stores().find(chorus::nccl::NonceHex(c.value().nonce));
+    auto it = Stores().find(c.value().nonce);
     if (it != Stores().end() && it->second.pid == getpid()) {
       comm->store = it->second.server;
       Stores().erase(it);
@@ -294,20 +302,47 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
   return ncclSuccess;
 }
 
-// Host PreMulSum: a scaled copy of the input, reduced with SUM.
-ncclResult_t ScaledCopy(const ncclComm* comm, const char* call, const void* send, size_t count, const PreMulOp& op,
-                        std::shared_ptr<std::vector<char>>* out) {
+// Host PreMulSum: the op reads a scaled copy of the input (in `g`'s scratch), reduced
+// with SUM. Device buffers are refused.
+ncclResult_t ApplyPreMul(const ncclComm* comm, const char* call, const PreMulOp& op, size_t count, const void** send,
+                         GroupOp* g) {
+  if (!g->host) return Fail(ncclInvalidArgument, Where(comm, call) + ": PreMulSum on device buffers is not supported");
   DataType t;
   MapType(op.dtype, &t);
   auto buf = std::make_shared<std::vector<char>>(count * chorus::DataTypeSize(t));
-  std::memcpy(buf->data(), send, buf->size());
+  std::memcpy(buf->data(), *send, buf->size());
   Status s = chorus::nccl::ScaleInPlace(op.dtype, buf->data(), count, op.scalar.data());
   if (!s.ok()) return FromStatus(s.WithContext(Where(comm, call)));
-  *out = std::move(buf);
+  *send = buf->data();
+  g->scratch.push_back(std::move(buf));
   return ncclSuccess;
 }
 
 void* StreamOf(cudaStream_t s) { return static_cast<void*>(s); }
+
+// ncclSend (is_send) and ncclRecv.
+ncclResult_t PointToPoint(const char* call, bool is_send, void* buf, size_t count, ncclDataType_t datatype, int peer,
+                          ncclComm_t comm, cudaStream_t stream) {
+  ncclResult_t r = CheckComm(comm, call);
+  if (r == ncclSuccess) r = NonNull(comm, call, buf, is_send ? "sendbuff" : "recvbuff");
+  DataType t;
+  if (r == ncclSuccess) r = CheckType(comm, call, datatype, &t);
+  if (r == ncclSuccess) r = RankInRange(comm, call, "peer", peer);
+  bool host = true;
+  if (r == ncclSuccess) r = BufferKind(comm, call, {buf}, &host);
+  if (r != ncclSuccess || count == 0) return r;
+  GroupOp g;
+  g.comm = comm;
+  g.host = host;
+  chorus::Communicator* c = comm->c.get();
+  const size_t bytes = count * chorus::DataTypeSize(t);
+  void* s = StreamOf(stream);
+  g.issue = [=] {
+    if (is_send) return host ? c->ISend(buf, bytes, peer) : c->Send(buf, bytes, peer, chorus::CudaStream{s});
+    return host ? c->IRecv(buf, bytes, peer) : c->Recv(buf, bytes, peer, chorus::CudaStream{s});
+  };
+  return Submit(std::move(g));
+}
 
 }  // namespace
 
@@ -353,7 +388,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   if (!s.ok()) return FromStatus(s);
   {
     std::lock_guard<std::mutex> lock(g_stores_mu);
-    Stores()[chorus::nccl::NonceHex(c.nonce)] = HostedStore{getpid(), std::move(server.value())};
+    Stores()[c.nonce] = HostedStore{getpid(), std::move(server.value())};
   }
   std::memcpy(unique_id->internal, bytes.data(), bytes.size());
   return ncclSuccess;
@@ -560,11 +595,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   g.comm = comm;
   g.host = host;
   chorus::Communicator* c = comm->c.get();
-  if (premul != nullptr) {
-    if (!host) return Fail(ncclInvalidArgument, Where(comm, call) + ": PreMulSum on device buffers is not supported");
-    NCCL_TRY(ScaledCopy(comm, call, sendbuff, count, *premul, &g.scratch));
-    sendbuff = g.scratch->data();
-  }
+  if (premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *premul, count, &sendbuff, &g));
   void* s = StreamOf(stream);
   g.issue = [=] {
     return host ? c->IAllReduce(sendbuff, recvbuff, count, t, rop)
@@ -591,11 +622,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   g.comm = comm;
   g.host = host;
   chorus::Communicator* c = comm->c.get();
-  if (premul != nullptr) {
-    if (!host) return Fail(ncclInvalidArgument, Where(comm, call) + ": PreMulSum on device buffers is not supported");
-    NCCL_TRY(ScaledCopy(comm, call, sendbuff, recvcount * c->size(), *premul, &g.scratch));
-    sendbuff = g.scratch->data();
-  }
+  if (premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *premul, recvcount * c->size(), &sendbuff, &g));
   void* s = StreamOf(stream);
   g.issue = [=] {
     return host ? c->IReduceScatter(sendbuff, recvbuff, recvcount, t, rop)
@@ -615,33 +642,20 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
   NCCL_TRY(CheckType(comm, call, datatype, &t));
   NCCL_TRY(ResolveOp(comm, call, datatype, op, &rop, &premul));
   chorus::Communicator* c = comm->c.get();
-  if (root < 0 || root >= c->size()) {
-    return Fail(ncclInvalidArgument, Where(comm, call) + ": root " + std::to_string(root) + " is out of range");
-  }
+  NCCL_TRY(RankInRange(comm, call, "root", root));
   bool host = true;
   NCCL_TRY(BufferKind(comm, call, {sendbuff, recvbuff}, &host));
   if (count == 0) return ncclSuccess;
   GroupOp g;
   g.comm = comm;
   g.host = host;
-  if (premul != nullptr) {
-    if (!host) return Fail(ncclInvalidArgument, Where(comm, call) + ": PreMulSum on device buffers is not supported");
-    NCCL_TRY(ScaledCopy(comm, call, sendbuff, count, *premul, &g.scratch));
-    sendbuff = g.scratch->data();
-  }
+  if (premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *premul, count, &sendbuff, &g));
   if (recvbuff == nullptr) {
     if (c->rank() == root) return Fail(ncclInvalidArgument, Where(comm, call) + ": recvbuff is NULL on the root");
     if (host) {
       // Non-roots may pass no receive buffer; chorus's algorithms may use one as scratch.
-      auto scratch = std::make_shared<std::vector<char>>(count * chorus::DataTypeSize(t));
-      recvbuff = scratch->data();
-      if (g.scratch) {
-        g.scratch->insert(g.scratch->end(), scratch->begin(), scratch->end());
-        recvbuff = g.scratch->data() + count * chorus::DataTypeSize(t);
-        sendbuff = g.scratch->data();
-      } else {
-        g.scratch = scratch;
-      }
+      g.scratch.push_back(std::make_shared<std::vector<char>>(count * chorus::DataTypeSize(t)));
+      recvbuff = g.scratch.back()->data();
     } else {
       recvbuff = const_cast<void*>(sendbuff);
     }
@@ -662,9 +676,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
   DataType t;
   NCCL_TRY(CheckType(comm, call, datatype, &t));
   chorus::Communicator* c = comm->c.get();
-  if (root < 0 || root >= c->size()) {
-    return Fail(ncclInvalidArgument, Where(comm, call) + ": root " + std::to_string(root) + " is out of range");
-  }
+  NCCL_TRY(RankInRange(comm, call, "root", root));
   bool host = true;
   NCCL_TRY(BufferKind(comm, call, {sendbuff, recvbuff}, &host));
   if (count == 0) return ncclSuccess;
@@ -717,52 +729,12 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  const char* call = "ncclSend";
-  NCCL_TRY(CheckComm(comm, call));
-  NCCL_TRY(NonNull(comm, call, sendbuff, "sendbuff"));
-  DataType t;
-  NCCL_TRY(CheckType(comm, call, datatype, &t));
-  chorus::Communicator* c = comm->c.get();
-  if (peer < 0 || peer >= c->size()) {
-    return Fail(ncclInvalidArgument, Where(comm, call) + ": peer " + std::to_string(peer) + " is out of range");
-  }
-  bool host = true;
-  NCCL_TRY(BufferKind(comm, call, {sendbuff}, &host));
-  if (count == 0) return ncclSuccess;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
-  const size_t bytes = count * chorus::DataTypeSize(t);
-  void* s = StreamOf(stream);
-  g.issue = [=] {
-    return host ? c->ISend(sendbuff, bytes, peer) : c->Send(sendbuff, bytes, peer, chorus::CudaStream{s});
-  };
-  return Submit(std::move(g));
+  return PointToPoint("ncclSend", true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  const char* call = "ncclRecv";
-  NCCL_TRY(CheckComm(comm, call));
-  NCCL_TRY(NonNull(comm, call, recvbuff, "recvbuff"));
-  DataType t;
-  NCCL_TRY(CheckType(comm, call, datatype, &t));
-  chorus::Communicator* c = comm->c.get();
-  if (peer < 0 || peer >= c->size()) {
-    return Fail(ncclInvalidArgument, Where(comm, call) + ": peer " + std::to_string(peer) + " is out of range");
-  }
-  bool host = true;
-  NCCL_TRY(BufferKind(comm, call, {recvbuff}, &host));
-  if (count == 0) return ncclSuccess;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
-  const size_t bytes = count * chorus::DataTypeSize(t);
-  void* s = StreamOf(stream);
-  g.issue = [=] {
-    return host ? c->IRecv(recvbuff, bytes, peer) : c->Recv(recvbuff, bytes, peer, chorus::CudaStream{s});
-  };
-  return Submit(std::move(g));
+  return PointToPoint("ncclRecv", false, recvbuff, count, datatype, peer, comm, stream);
 }
 
 }  // extern "C"

@@ -29,16 +29,6 @@ bool Printable(char c) { return c > 0x20 && c < 0x7f; }
 
 }  // namespace
 
-std::string NonceHex(const Nonce& n) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : n) {
-    s += kHex[b >> 4];
-    s += kHex[b & 15];
-  }
-  return s;
-}
-
 Status EncodeId(const IdContents& c, std::array<char, kIdBytes>* out) {
   if (c.host.empty() || c.host.size() > kMaxIdHost) {
     return InvalidArgument("unique id: store host '" + c.host + "' must have 1-" + std::to_string(kMaxIdHost) +

@@ -27,7 +27,5 @@ struct IdContents {
 Status EncodeId(const IdContents& c, std::array<char, kIdBytes>* out);
 // Checks magic, version, checksum, field ranges and that the padding is zero.
 Result<IdContents> DecodeId(const std::array<char, kIdBytes>& in);
-// The nonce as 32 hex digits, for messages and the registry of stores.
-std::string NonceHex(const Nonce& n);
 
 }  // namespace chorus::nccl
