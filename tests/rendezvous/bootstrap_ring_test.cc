@@ -234,6 +234,21 @@ std::string HelloBytes(uint64_t comm_id, int sender, int receiver, int size, boo
 }
 
 // Reads until `n` bytes or the end of the stream.
+// A listening socket on 127.0.0.1 at a free port (invalid on failure).
+UniqueFd ListenOnLoopback(uint16_t* port) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (!fd.valid() || bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd.get(), 4) != 0 ||
+      getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return UniqueFd();
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 std::string ReadUpTo(int fd, size_t n, Deadline deadline) {
   std::string buf;
   while (buf.size() < n) {
@@ -337,19 +352,13 @@ TEST_F(Ring, MalformedReplyFailsTheConnector) {
       {oversized, "a reason of 4294967295 bytes"}, {magic, "magic"}, {verdict, "verdict 9"}};
   for (size_t c = 0; c < cases.size(); ++c) {
     const std::string& reply = cases[c].first;
-    UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    uint16_t port = 0;
+    UniqueFd listener = ListenOnLoopback(&port);
     ASSERT_TRUE(listener.valid());
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    ASSERT_EQ(listen(listener.get(), 4), 0);
-    ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
     auto client = Client();
     ASSERT_TRUE(client);
     const std::string prefix = "malformed" + std::to_string(c) + "/";
-    ASSERT_TRUE(client->Set(prefix + "ring/1", "127.0.0.1:" + std::to_string(ntohs(a.sin_port))).ok());
+    ASSERT_TRUE(client->Set(prefix + "ring/1", "127.0.0.1:" + std::to_string(port)).ok());
     const Deadline deadline = Deadline::AfterMs(60000);
     std::string hello;
     std::thread stranger([&] {
@@ -382,16 +391,10 @@ TEST_F(Ring, FloodFromANeighbourIsBounded) {
   const Deadline deadline = Deadline::AfterMs(60000);
   auto client = Client();
   ASSERT_TRUE(client);
-  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  uint16_t port = 0;
+  UniqueFd listener = ListenOnLoopback(&port);
   ASSERT_TRUE(listener.valid());
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(listener.get(), 4), 0);
-  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
-  ASSERT_TRUE(client->Set("flood/ring/1", "127.0.0.1:" + std::to_string(ntohs(a.sin_port))).ok());
+  ASSERT_TRUE(client->Set("flood/ring/1", "127.0.0.1:" + std::to_string(port)).ok());
 
   // Frames of all-gather 2 from rank 1, sent over and over.
   std::string chunk;
