@@ -24,6 +24,7 @@
 #include "rendezvous/socket_io.h"
 #include "rendezvous/store_client.h"
 #include "rendezvous/store_server.h"
+#include "tests/rendezvous/store_fixture.h"
 
 namespace chorus::rendezvous {
 namespace {
@@ -81,28 +82,7 @@ std::string RecordOf(int rank) {
   return "rank " + std::to_string(rank) + ":" + std::string(static_cast<size_t>(rank * 37 % 500), 'x');
 }
 
-class Ring : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto s = StoreServer::Start("127.0.0.1", 0);
-    ASSERT_TRUE(s.ok());
-    server_ = std::move(s.value());
-  }
-  std::unique_ptr<StoreClient> Client() {
-    auto c = StoreClient::Connect("127.0.0.1", server_->port(), Deadline::AfterMs(10000));
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c.value()) : nullptr;
-  }
-  // Runs fn(rank) on `size` threads; their statuses by rank.
-  static std::vector<Status> RunRanks(int size, const std::function<Status(int)>& fn) {
-    std::vector<Status> out(size);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { out[r] = fn(r); });
-    for (auto& t : threads) t.join();
-    return out;
-  }
-  std::unique_ptr<StoreServer> server_;
-};
+using Ring = StoreServerTest;
 
 TEST_F(Ring, AllGatherAtSeveralSizes) {
   for (int size : {1, 2, 3, 7, 32}) {

@@ -14,6 +14,7 @@
 
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/init_method.h"
+#include "tests/rendezvous/store_fixture.h"
 
 namespace chorus::rendezvous {
 namespace {
@@ -33,15 +34,6 @@ std::string TempPath(const std::string& name) {
   std::string path = ::testing::TempDir() + "/chorus_rdv_" + name + "_" + std::to_string(getpid());
   std::remove(path.c_str());
   return path;
-}
-
-// Runs body(rank) on `n` threads and collects the statuses.
-std::vector<Status> RunRanks(int n, const std::function<Status(int)>& body) {
-  std::vector<Status> out(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { out[r] = body(r); });
-  for (auto& t : threads) t.join();
-  return out;
 }
 
 // Join + all-gather of "rank r" strings: checks every rank sees everyone's value.
@@ -213,20 +205,7 @@ TEST(Join, RejectsBadSpecs) {
   EXPECT_EQ(Join(spec, Deadline::AfterMs(100)).status().code(), StatusCode::kInvalidArgument);
 }
 
-class Bootstrap : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto s = StoreServer::Start("127.0.0.1", 0);
-    ASSERT_TRUE(s.ok());
-    server_ = std::move(s.value());
-  }
-  std::unique_ptr<StoreClient> Client() {
-    auto c = StoreClient::Connect("127.0.0.1", server_->port(), Deadline::AfterMs(5000));
-    EXPECT_TRUE(c.ok());
-    return std::move(c.value());
-  }
-  std::unique_ptr<StoreServer> server_;
-};
+using Bootstrap = StoreServerTest;
 
 TEST_F(Bootstrap, AllGatherWithMissingRanksNamesThem) {
   auto st = RunRanks(4, [&](int r) -> Status {
