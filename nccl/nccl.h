@@ -14,6 +14,12 @@
 #include <limits.h>
 #include <stddef.h>
 
+/* Under nvcc, the half types NCCL's own header brings in (nccl-tests uses `half`). */
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 /* cudaStream_t as CUDA declares it; skipped where the CUDA runtime header came first. */
 #if !defined(__DRIVER_TYPES_H__) && !defined(CHORUS_NCCL_HAVE_CUDA_STREAM)
 #define CHORUS_NCCL_HAVE_CUDA_STREAM

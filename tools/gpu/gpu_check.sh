@@ -6,6 +6,12 @@
 #   0. whether NCCL runs two ranks on the one GPU under PyTorch (NCCL_HOSTID per rank; no
 #      chorus code: nccl_torch_probe.py), and which NCCL setting does so in chorus_perf
 #      (then with its cuMem/NVLS/P2P/SHM paths off): the first that does is used from then on
+#   0b. nccl-tests, unmodified (tools/gpu/nccl_tests.sh, about 150 s, taken from step 4's
+#      time): all_reduce, all_gather, broadcast, reduce, reduce_scatter, alltoall and
+#      sendrecv_perf, -b 8 -e 256M -f 4 -c 1, two ranks on GPU 0, MPI mode over chorus's
+#      minimal MPI (tools/nccl_tests/mpi), through chorus's libnccl.so.2 and then through
+#      NCCL (step 0's setting): #wrong and busbw side by side in tables.txt; a run through
+#      chorus that fails or counts #wrong != 0 fails the check
 #   1. the GPU tests: kernels vs the CPU, every collective on device buffers (CUDA IPC
 #      and staged over TCP, 2 and 3 ranks on the one GPU), stream order, misuse; the
 #      device backends of chorus_perf
@@ -181,6 +187,16 @@ for try in "" "NCCL_CUMEM_ENABLE=0" \
 done
 # shellcheck disable=SC2163,SC2086
 [ -n "$nccl_env" ] && export $nccl_env
+
+echo "== 0b. nccl-tests through chorus's libnccl.so.2 and through NCCL ($(left) s left)"
+limit=$(cap "${GPU_CHECK_NCCL_TESTS_SECONDS:-150}")  # 0: skipped
+if [ "$limit" -ge 30 ]; then
+  NCCL_TESTS_SECONDS=$((limit - 10)) CHORUS_PERF_NCCL_LIB=$([ -n "$nccl_works" ] && echo "$nccl_lib") \
+    timeout -k 5 "$limit" tools/gpu/nccl_tests.sh "$work" "$tables" || { echo "nccl-tests: failed (nccl_tests/ in logs.tgz)"; fail=1; }
+  reap nccl_tests
+else
+  echo "nccl-tests: skipped (GPU_CHECK_NCCL_TESTS_SECONDS=${GPU_CHECK_NCCL_TESTS_SECONDS:-150}, $(left) s left)"
+fi
 
 echo "== 1. tests ($(left) s left)"
 gtest cuda_reduce_test 90

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=(//tests/kernels:cuda_reduce_test //tests/chorus:device_api_test //kernels/cuda:cuda_reduce_bench
-  //tools/perf:chorus_perf //tests/perf:device_backends_test //tools/gpu:timeslice_probe)
+  //tools/perf:chorus_perf //tests/perf:device_backends_test //tools/gpu:timeslice_probe
+  //nccl:libnccl.so.2 //tools/nccl_tests/mpi:libmpi.so //tools/launcher:chorusrun)
 bazel build -c opt "${targets[@]}" >/dev/null 2>&1 || { echo "stage.sh: bazel build -c opt ${targets[*]} failed" >&2; exit 1; }
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 rm -rf .gpu_bin && mkdir -p .gpu_bin
@@ -27,4 +28,21 @@ if echo "$missing" | grep -q 'not found'; then
   echo "$missing" >&2
   exit 1
 fi
+# nccl-tests (tools/gpu/nccl_tests.sh): chorus's libnccl.so.2 and the MPI shim in folders
+# of their own (LD_LIBRARY_PATH picks chorus or the real NCCL), chorusrun, the unmodified
+# sources, and the seven binaries built here where nvcc is (else built there).
+nt=.gpu_bin/nccl_tests
+mkdir -p "$nt/chorus" "$nt/mpi"
+cp "$bin/nccl/libnccl.so.2" "$nt/chorus/"
+cp "$bin/tools/nccl_tests/mpi/libmpi.so" "$nt/mpi/"
+cp "$bin/tools/launcher/chorusrun" "$nt/"
+cp -r "${NCCL_TESTS_SRC:-/work/shared/peers/nccl-tests}" "$nt/src"
+rc=0
+tools/nccl_tests/build.sh "$nt/bin" "$nt/chorus/libnccl.so.2" "$nt/mpi/libmpi.so" "$nt/src" || rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 2 ] || { echo "stage.sh: tools/nccl_tests/build.sh failed" >&2; exit 1; }
+# The device call carries 64 MiB in all: no debug sections (symbols stay, for backtraces).
+find .gpu_bin -maxdepth 1 -type f -exec strip --strip-debug {} +
+strip --strip-debug .gpu_bin/chorus/tools/perf/chorus_perf "$nt"/chorus/* "$nt"/mpi/* "$nt/chorusrun"
+size=$(du -sm .gpu_bin | cut -f1)
+[ "$size" -lt 64 ] || { echo "stage.sh: .gpu_bin is $size MiB, more than the 64 MiB a device call carries" >&2; exit 1; }
 du -sh .gpu_bin | awk '{print "stage.sh: .gpu_bin ready (" $1 "): carry it to the device and run tools/gpu/gpu_check.sh"}'
