@@ -15,6 +15,7 @@
 
 #include "chorus/communicator.h"
 #include "chorus/config.h"
+#include "common/log.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/stream_ops.h"
 #include "nccl/nccl.h"
@@ -320,6 +321,20 @@ ncclResult_t ApplyPreMul(const ncclComm* comm, const char* call, const PreMulOp&
 
 void* StreamOf(cudaStream_t s) { return static_cast<void*>(s); }
 
+// The address a unique id carries, chosen as the TCP transport chooses its own without a
+// master address: CHORUS_SOCKET_IFNAME's interface, else the first non-loopback IPv4 that
+// is up, else loopback (said in a warning: only ranks on this host can reach it).
+chorus::Result<std::string> IdHost() {
+  const std::string& filter = chorus::Config::Process().socket_ifname;
+  chorus::Result<std::string> host = chorus::rendezvous::SelectInterfaceAddress(filter, "");
+  if (!host.ok()) return host.status().WithContext("ncclGetUniqueId: CHORUS_SOCKET_IFNAME='" + filter + "'");
+  if (filter.empty() && host.value().rfind("127.", 0) == 0) {
+    CHORUS_WARN("ncclGetUniqueId: no non-loopback IPv4 interface is up; the id carries "
+                << host.value() << ", which only ranks on this host can reach");
+  }
+  return host;
+}
+
 // ncclSend (is_send) and ncclRecv.
 ncclResult_t PointToPoint(const char* call, bool is_send, void* buf, size_t count, ncclDataType_t datatype, int peer,
                           ncclComm_t comm, cudaStream_t stream) {
@@ -376,11 +391,14 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   if (!config_status.ok()) return FromStatus(config_status.WithContext("ncclGetUniqueId"));
   chorus::Result<chorus::Nonce> nonce = chorus::NewNonce();
   if (!nonce.ok()) return FromStatus(nonce.status().WithContext("ncclGetUniqueId"));
-  chorus::Result<std::unique_ptr<chorus::rendezvous::StoreServer>> server =
-      chorus::rendezvous::StoreServer::Start("", 0, chorus::Config::Process().secret);
+  chorus::Result<std::string> host = IdHost();
+  if (!host.ok()) return FromStatus(host.status());
+  chorus::Result<std::unique_ptr<chorus::rendezvous::StoreServer>> server = chorus::rendezvous::StoreServer::Start(
+      chorus::rendezvous::StoreBindAddress(host.value(), chorus::rendezvous::ListInterfaces()), 0,
+      chorus::Config::Process().secret);
   if (!server.ok()) return FromStatus(server.status().WithContext("ncclGetUniqueId starting the store"));
   chorus::nccl::IdContents c;
-  c.host = chorus::rendezvous::DefaultHostAddress();
+  c.host = host.value();
   c.port = server.value()->port();
   c.nonce = nonce.value();
   std::array<char, chorus::nccl::kIdBytes> bytes{};
@@ -412,7 +430,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* /*devlist*/
   if (comms == nullptr) return Fail(ncclInvalidArgument, "ncclCommInitAll: comm is NULL");
   if (ndev < 1) return Fail(ncclInvalidArgument, "ncclCommInitAll: ndev " + std::to_string(ndev) + " < 1");
   ncclUniqueId id;
-  ncclResult_t r = ncclGetUniqueId(&id);
+  ncclResult_t r = pncclGetUniqueId(&id);
   if (r != ncclSuccess) return r;
   // One thread per rank, since ncclCommInitRank blocks until every rank has joined.
   std::vector<ncclResult_t> results(ndev, ncclSuccess);
@@ -428,7 +446,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* /*devlist*/
   for (int i = 0; i < ndev; ++i) {
     if (results[i] != ncclSuccess) {
       for (int j = 0; j < ndev; ++j) {
-        if (comms[j] != nullptr) ncclCommAbort(comms[j]);
+        if (comms[j] != nullptr) pncclCommAbort(comms[j]);
         comms[j] = nullptr;
       }
       return Fail(results[i], "ncclCommInitAll: " + errors[i]);
@@ -459,7 +477,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return Fail(ncclInvalidArgument, "ncclCommDestroy: comm is NULL");
   ncclResult_t r = ncclSuccess;
-  if (!comm->finalized && !comm->aborted) r = ncclCommFinalize(comm);
+  if (!comm->finalized && !comm->aborted) r = pncclCommFinalize(comm);
   delete comm;
   return r;
 }
@@ -701,7 +719,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                        cudaStream_t stream) {
-  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+  return pncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
@@ -736,5 +754,39 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
                       cudaStream_t stream) {
   return PointToPoint("ncclRecv", false, recvbuff, count, datatype, peer, comm, stream);
 }
+
+// The profiling interface: pnccl<X> is a second name (an alias) for nccl<X>'s code. An
+// alias rather than a forwarding call because a call to nccl<X> from inside the library
+// binds to a profiler's interposed nccl<X>, which calls pnccl<X>: it would recurse.
+// Calls inside the library use pnccl<X>, so a profiler's nccl<X> sees only the program's.
+#define CHORUS_PNCCL(name) decltype(name) p##name __attribute__((alias(#name)));
+CHORUS_PNCCL(ncclGetVersion)
+CHORUS_PNCCL(ncclGetUniqueId)
+CHORUS_PNCCL(ncclCommInitRankConfig)
+CHORUS_PNCCL(ncclCommInitRank)
+CHORUS_PNCCL(ncclCommInitAll)
+CHORUS_PNCCL(ncclCommFinalize)
+CHORUS_PNCCL(ncclCommDestroy)
+CHORUS_PNCCL(ncclCommAbort)
+CHORUS_PNCCL(ncclCommSplit)
+CHORUS_PNCCL(ncclGetErrorString)
+CHORUS_PNCCL(ncclGetLastError)
+CHORUS_PNCCL(ncclCommGetAsyncError)
+CHORUS_PNCCL(ncclCommCount)
+CHORUS_PNCCL(ncclCommCuDevice)
+CHORUS_PNCCL(ncclCommUserRank)
+CHORUS_PNCCL(ncclRedOpCreatePreMulSum)
+CHORUS_PNCCL(ncclRedOpDestroy)
+CHORUS_PNCCL(ncclReduce)
+CHORUS_PNCCL(ncclBcast)
+CHORUS_PNCCL(ncclBroadcast)
+CHORUS_PNCCL(ncclAllReduce)
+CHORUS_PNCCL(ncclReduceScatter)
+CHORUS_PNCCL(ncclAllGather)
+CHORUS_PNCCL(ncclSend)
+CHORUS_PNCCL(ncclRecv)
+CHORUS_PNCCL(ncclGroupStart)
+CHORUS_PNCCL(ncclGroupEnd)
+#undef CHORUS_PNCCL
 
 }  // extern "C"

@@ -91,8 +91,10 @@ Result<std::string> LocalAddressToward(const std::string& host) {
   return last;
 }
 
-std::string DefaultHostAddress() {
-  for (const NetInterface& i : ListInterfaces()) {
+std::string DefaultHostAddress() { return DefaultHostAddress(ListInterfaces()); }
+
+std::string DefaultHostAddress(const std::vector<NetInterface>& interfaces) {
+  for (const NetInterface& i : interfaces) {
     if (!i.loopback) return i.ip;
   }
   return "127.0.0.1";
@@ -110,7 +112,7 @@ Result<std::string> SelectFromInterfaces(const std::string& ifname_filter,
   }
   std::string present;
   for (const NetInterface& i : interfaces) present += (present.empty() ? "" : ", ") + i.name + "=" + i.ip;
-  return InvalidArgument("no network interface matches the filter '" + ifname_filter +
+  return InvalidArgument("no network interface that is up with an IPv4 address matches the filter '" + ifname_filter +
                          "' (interfaces up: " + (present.empty() ? std::string("none") : present) + ")");
 }
 

@@ -44,6 +44,8 @@ Result<std::string> SelectFromInterfaces(const std::string& ifname_filter, const
 
 // The first non-loopback IPv4 that is up, else 127.0.0.1.
 std::string DefaultHostAddress();
+// The same choice among given interfaces.
+std::string DefaultHostAddress(const std::vector<NetInterface>& interfaces);
 
 // Where the store of MASTER_ADDR listens: that address where it is a numeric IPv4 of
 // this host (127.0.0.1 keeps the store off the network), else "" (every interface): a

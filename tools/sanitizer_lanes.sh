@@ -12,11 +12,12 @@ shift
 : >"$out/count_args"
 
 # chorus's own code under test: the library, common/, its transports, algorithms,
-# kernels and rendezvous. Left to the plain lane: tests/torch (an uninstrumented Python cannot load
-# a sanitized library), tests/perf (MPI and Gloo are not instrumented, and Open MPI's
-# own leaks fail LeakSanitizer), tests/dist and examples (packaging), tests/tools
-# (scripts).
-packages=(algos chorus common kernels rendezvous transport)
+# kernels, rendezvous and the NCCL API (tests/nccl's C programs are built with the lane's
+# flags, so an instrumented program loads the instrumented libnccl.so.2). Left to the
+# plain lane: tests/torch (an uninstrumented Python cannot load a sanitized library),
+# tests/perf (MPI and Gloo are not instrumented, and Open MPI's own leaks fail
+# LeakSanitizer), tests/dist and examples (packaging), tests/tools (scripts).
+packages=(algos chorus common kernels nccl rendezvous transport)
 patterns=()
 set_expr=""
 for p in "${packages[@]}"; do

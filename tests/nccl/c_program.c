@@ -26,6 +26,12 @@ int main(void) {
     fprintf(stderr, "version %d\n", version);
     return 1;
   }
+  version = 0;
+  CHECK(pncclGetVersion(&version)); /* the profiling interface's name, same function */
+  if (version != NCCL_VERSION_CODE) {
+    fprintf(stderr, "pncclGetVersion gave %d\n", version);
+    return 1;
+  }
   CHECK(ncclGetUniqueId(&id));
   CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &config));
   CHECK(ncclAllReduce(send, recv, 4, ncclFloat, ncclSum, comm, (cudaStream_t)0));

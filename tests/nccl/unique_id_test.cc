@@ -2,9 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "nccl/nccl.h"
+#include "rendezvous/net_util.h"
+#include "tests/util/multiproc.h"
 
 namespace chorus::nccl {
 namespace {
@@ -57,16 +64,70 @@ TEST(UniqueIdTest, EveryFlippedByteIsRefused) {
   EXPECT_FALSE(DecodeId(zero).ok());
 }
 
-TEST(UniqueIdTest, GetUniqueIdGivesDistinctDecodableIds) {
-  ncclUniqueId a;
-  ncclUniqueId b;
-  ASSERT_EQ(ncclGetUniqueId(&a), ncclSuccess) << ncclGetLastError(nullptr);
-  ASSERT_EQ(ncclGetUniqueId(&b), ncclSuccess) << ncclGetLastError(nullptr);
-  EXPECT_NE(std::memcmp(a.internal, b.internal, kIdBytes), 0);
+// ncclGetUniqueId reads the process's configuration once: each case below runs in a
+// forked child with its own environment, and this process never loads it.
+int OneChild(const std::map<std::string, std::string>& env, const std::function<int()>& body) {
+  chorus::testing::MultiProcOptions options;
+  options.env = env;
+  std::vector<chorus::testing::RankExit> exits = chorus::testing::RunRanks(
+      1, [&](int) { return body(); }, options);
+  return exits.size() == 1 && exits[0].exited ? exits[0].code : -1;
+}
+
+Result<IdContents> Decode(const ncclUniqueId& id) {
   std::array<char, kIdBytes> bytes{};
-  std::memcpy(bytes.data(), a.internal, kIdBytes);
-  EXPECT_TRUE(DecodeId(bytes).ok());
-  EXPECT_EQ(ncclGetUniqueId(nullptr), ncclInvalidArgument);
+  std::memcpy(bytes.data(), id.internal, kIdBytes);
+  return DecodeId(bytes);
+}
+
+TEST(UniqueIdTest, GetUniqueIdGivesDistinctDecodableIds) {
+  EXPECT_EQ(OneChild({},
+                     [] {
+                       unsetenv("CHORUS_SOCKET_IFNAME");
+                       ncclUniqueId a;
+                       ncclUniqueId b;
+                       RANK_CHECK(ncclGetUniqueId(&a) == ncclSuccess, ncclGetLastError(nullptr));
+                       RANK_CHECK(ncclGetUniqueId(&b) == ncclSuccess, ncclGetLastError(nullptr));
+                       RANK_CHECK(std::memcmp(a.internal, b.internal, kIdBytes) != 0, "two ids are equal");
+                       Result<IdContents> d = Decode(a);
+                       RANK_CHECK(d.ok(), d.status().ToString());
+                       // No setting: the first non-loopback IPv4 that is up, else loopback.
+                       RANK_CHECK(d.value().host == rendezvous::DefaultHostAddress(), d.value().host);
+                       RANK_CHECK(ncclGetUniqueId(nullptr) == ncclInvalidArgument, "a NULL id was accepted");
+                       return 0;
+                     }),
+            0);
+}
+
+// CHORUS_SOCKET_IFNAME=lo: the id carries 127.0.0.1 and a rank can meet through it.
+TEST(UniqueIdTest, SocketIfnameLoopbackGivesLoopbackAddress) {
+  EXPECT_EQ(OneChild({{"CHORUS_SOCKET_IFNAME", "lo"}},
+                     [] {
+                       ncclUniqueId id;
+                       RANK_CHECK(ncclGetUniqueId(&id) == ncclSuccess, ncclGetLastError(nullptr));
+                       Result<IdContents> d = Decode(id);
+                       RANK_CHECK(d.ok(), d.status().ToString());
+                       RANK_CHECK(d.value().host == "127.0.0.1", d.value().host);
+                       ncclComm_t comm = nullptr;
+                       RANK_CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, ncclGetLastError(nullptr));
+                       RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, ncclGetLastError(nullptr));
+                       return 0;
+                     }),
+            0);
+}
+
+// A name that matches no interface with an IPv4 address is refused, naming the setting.
+TEST(UniqueIdTest, SocketIfnameWithoutSuchInterfaceIsClearError) {
+  EXPECT_EQ(OneChild({{"CHORUS_SOCKET_IFNAME", "=nosuchif0"}},
+                     [] {
+                       ncclUniqueId id;
+                       RANK_CHECK(ncclGetUniqueId(&id) == ncclInvalidArgument, "an id for a missing interface");
+                       const std::string why = ncclGetLastError(nullptr);
+                       RANK_CHECK(why.find("CHORUS_SOCKET_IFNAME='=nosuchif0'") != std::string::npos, why);
+                       RANK_CHECK(why.find("lo=127.0.0.1") != std::string::npos, why);  // what is there
+                       return 0;
+                     }),
+            0);
 }
 
 }  // namespace

@@ -83,6 +83,13 @@ TEST(LocalAddress, TowardLoopbackIsLoopback) {
   EXPECT_FALSE(SelectInterfaceAddress("", "").value().empty());
 }
 
+// Without a filter or a master address: the first non-loopback, else loopback.
+TEST(DefaultHostAddress, FallsBackToLoopback) {
+  EXPECT_EQ(DefaultHostAddress({{"lo", "127.0.0.1", true}, {"eth0", "10.0.0.2", false}}), "10.0.0.2");
+  EXPECT_EQ(DefaultHostAddress({{"lo", "127.0.0.1", true}}), "127.0.0.1");
+  EXPECT_EQ(DefaultHostAddress(std::vector<NetInterface>{}), "127.0.0.1");
+}
+
 TEST(LocalAddress, ListIncludesLoopback) {
   bool lo = false;
   for (const auto& i : ListInterfaces()) lo |= i.loopback && i.ip == "127.0.0.1";
