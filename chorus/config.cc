@@ -262,7 +262,7 @@ const std::vector<Setting>& Table() {
                     "channel per core of each rank of the host, at most 8; the ranks use the fewest any asks for"));
     t.push_back(Text("CHORUS_SOCKET_IFNAME", &Config::socket_ifname, "(route to master)",
                      "`eth0`, `eth` (prefix), `=eth0` (exact), `^docker,lo` (exclude)",
-                     "the interfaces TCP may use, as `NCCL_SOCKET_IFNAME`"));
+                     "the interfaces TCP may use, and the address in an NCCL unique id, as `NCCL_SOCKET_IFNAME`"));
     t.push_back(Bytes("CHORUS_SOCKET_BUFSIZE", &Config::socket_bufsize, 0, 0, false,
                       "socket send and receive buffer size (0: the kernel's default)"));
     t.push_back(Bytes("CHORUS_STRIPE_MIN", &Config::stripe_min_bytes, 0, 0, false,
