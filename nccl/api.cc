@@ -123,6 +123,12 @@ std::string Where(const ncclComm* comm, const char* call) {
          ")";
 }
 
+#define NCCL_TRY(expr)                \
+  do {                                \
+    ncclResult_t _r = (expr);         \
+    if (_r != ncclSuccess) return _r; \
+  } while (0)
+
 ncclResult_t CheckComm(const ncclComm* comm, const char* call) {
   if (comm == nullptr) return Fail(ncclInvalidArgument, std::string(call) + ": comm is NULL");
   if (comm->aborted) return Fail(ncclInvalidUsage, Where(comm, call) + ": communicator was aborted");
@@ -196,6 +202,31 @@ ncclResult_t RankInRange(const ncclComm* comm, const char* call, const char* wha
     return Fail(ncclInvalidArgument, Where(comm, call) + ": " + what + " " + std::to_string(r) + " is out of range");
   }
   return ncclSuccess;
+}
+
+// Which of a call's buffers NCCL refuses as NULL.
+enum class Needs { kBoth, kSend, kRecv };
+
+// What a collective's checks resolve: chorus's type, its op and PreMulSum (reducing
+// calls only), and whether the buffers are host memory (the chorus extension).
+struct Checked {
+  DataType type = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  const PreMulOp* premul = nullptr;
+  bool host = true;
+};
+
+// The checks every collective makes before it is queued, in NCCL's order: the
+// communicator, NULL buffers, the type, the op (`op` null: the call does not reduce),
+// and host against device buffers.
+ncclResult_t CheckCall(ncclComm* comm, const char* call, const void* send, const void* recv, Needs needs,
+                       ncclDataType_t datatype, const ncclRedOp_t* op, Checked* out) {
+  NCCL_TRY(CheckComm(comm, call));
+  if (needs != Needs::kRecv) NCCL_TRY(NonNull(comm, call, send, "sendbuff"));
+  if (needs != Needs::kSend) NCCL_TRY(NonNull(comm, call, recv, "recvbuff"));
+  NCCL_TRY(CheckType(comm, call, datatype, &out->type));
+  if (op != nullptr) NCCL_TRY(ResolveOp(comm, call, datatype, *op, &out->op, &out->premul));
+  return BufferKind(comm, call, {send, recv}, &out->host);
 }
 
 // One operation of a group: `issue` starts it (an I-form on host buffers, a stream form on
@@ -308,8 +339,8 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
 ncclResult_t ApplyPreMul(const ncclComm* comm, const char* call, const PreMulOp& op, size_t count, const void** send,
                          GroupOp* g) {
   if (!g->host) return Fail(ncclInvalidArgument, Where(comm, call) + ": PreMulSum on device buffers is not supported");
-  DataType t;
-  MapType(op.dtype, &t);
+  DataType t = DataType::kUint8;
+  if (!MapType(op.dtype, &t)) return Fail(ncclInternalError, Where(comm, call) + ": PreMulSum op of an unknown type");
   auto buf = std::make_shared<std::vector<char>>(count * chorus::DataTypeSize(t));
   std::memcpy(buf->data(), *send, buf->size());
   Status s = chorus::nccl::ScaleInPlace(op.dtype, buf->data(), count, op.scalar.data());
@@ -338,19 +369,15 @@ chorus::Result<std::string> IdHost() {
 // ncclSend (is_send) and ncclRecv.
 ncclResult_t PointToPoint(const char* call, bool is_send, void* buf, size_t count, ncclDataType_t datatype, int peer,
                           ncclComm_t comm, cudaStream_t stream) {
-  ncclResult_t r = CheckComm(comm, call);
-  if (r == ncclSuccess) r = NonNull(comm, call, buf, is_send ? "sendbuff" : "recvbuff");
-  DataType t;
-  if (r == ncclSuccess) r = CheckType(comm, call, datatype, &t);
-  if (r == ncclSuccess) r = RankInRange(comm, call, "peer", peer);
-  bool host = true;
-  if (r == ncclSuccess) r = BufferKind(comm, call, {buf}, &host);
-  if (r != ncclSuccess || count == 0) return r;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
+  Checked k;
+  NCCL_TRY(CheckCall(comm, call, is_send ? buf : nullptr, is_send ? nullptr : buf,
+                     is_send ? Needs::kSend : Needs::kRecv, datatype, nullptr, &k));
+  NCCL_TRY(RankInRange(comm, call, "peer", peer));
+  if (count == 0) return ncclSuccess;
+  GroupOp g{comm, k.host};
   chorus::Communicator* c = comm->c.get();
-  const size_t bytes = count * chorus::DataTypeSize(t);
+  const size_t bytes = count * chorus::DataTypeSize(k.type);
+  const bool host = k.host;
   void* s = StreamOf(stream);
   g.issue = [=] {
     if (is_send) return host ? c->ISend(buf, bytes, peer) : c->Send(buf, bytes, peer, chorus::CudaStream{s});
@@ -589,35 +616,19 @@ ncclResult_t ncclGroupEnd(void) {
   return RunOps(std::move(ops));
 }
 
-#define NCCL_TRY(expr)                \
-  do {                                \
-    ncclResult_t _r = (expr);         \
-    if (_r != ncclSuccess) return _r; \
-  } while (0)
-
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclAllReduce";
-  NCCL_TRY(CheckComm(comm, call));
-  NCCL_TRY(NonNull(comm, call, sendbuff, "sendbuff"));
-  NCCL_TRY(NonNull(comm, call, recvbuff, "recvbuff"));
-  DataType t;
-  ReduceOp rop;
-  const PreMulOp* premul = nullptr;
-  NCCL_TRY(CheckType(comm, call, datatype, &t));
-  NCCL_TRY(ResolveOp(comm, call, datatype, op, &rop, &premul));
-  bool host = true;
-  NCCL_TRY(BufferKind(comm, call, {sendbuff, recvbuff}, &host));
+  Checked k;
+  NCCL_TRY(CheckCall(comm, call, sendbuff, recvbuff, Needs::kBoth, datatype, &op, &k));
   if (count == 0) return ncclSuccess;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
+  GroupOp g{comm, k.host};
   chorus::Communicator* c = comm->c.get();
-  if (premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *premul, count, &sendbuff, &g));
+  if (k.premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *k.premul, count, &sendbuff, &g));
   void* s = StreamOf(stream);
   g.issue = [=] {
-    return host ? c->IAllReduce(sendbuff, recvbuff, count, t, rop)
-                : c->AllReduce(sendbuff, recvbuff, count, t, rop, chorus::CudaStream{s});
+    return k.host ? c->IAllReduce(sendbuff, recvbuff, count, k.type, k.op)
+                  : c->AllReduce(sendbuff, recvbuff, count, k.type, k.op, chorus::CudaStream{s});
   };
   return Submit(std::move(g));
 }
@@ -625,26 +636,16 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclReduceScatter";
-  NCCL_TRY(CheckComm(comm, call));
-  NCCL_TRY(NonNull(comm, call, sendbuff, "sendbuff"));
-  NCCL_TRY(NonNull(comm, call, recvbuff, "recvbuff"));
-  DataType t;
-  ReduceOp rop;
-  const PreMulOp* premul = nullptr;
-  NCCL_TRY(CheckType(comm, call, datatype, &t));
-  NCCL_TRY(ResolveOp(comm, call, datatype, op, &rop, &premul));
-  bool host = true;
-  NCCL_TRY(BufferKind(comm, call, {sendbuff, recvbuff}, &host));
+  Checked k;
+  NCCL_TRY(CheckCall(comm, call, sendbuff, recvbuff, Needs::kBoth, datatype, &op, &k));
   if (recvcount == 0) return ncclSuccess;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
+  GroupOp g{comm, k.host};
   chorus::Communicator* c = comm->c.get();
-  if (premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *premul, recvcount * c->size(), &sendbuff, &g));
+  if (k.premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *k.premul, recvcount * c->size(), &sendbuff, &g));
   void* s = StreamOf(stream);
   g.issue = [=] {
-    return host ? c->IReduceScatter(sendbuff, recvbuff, recvcount, t, rop)
-                : c->ReduceScatter(sendbuff, recvbuff, recvcount, t, rop, chorus::CudaStream{s});
+    return k.host ? c->IReduceScatter(sendbuff, recvbuff, recvcount, k.type, k.op)
+                  : c->ReduceScatter(sendbuff, recvbuff, recvcount, k.type, k.op, chorus::CudaStream{s});
   };
   return Submit(std::move(g));
 }
@@ -652,27 +653,18 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                         int root, ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclReduce";
-  NCCL_TRY(CheckComm(comm, call));
-  NCCL_TRY(NonNull(comm, call, sendbuff, "sendbuff"));
-  DataType t;
-  ReduceOp rop;
-  const PreMulOp* premul = nullptr;
-  NCCL_TRY(CheckType(comm, call, datatype, &t));
-  NCCL_TRY(ResolveOp(comm, call, datatype, op, &rop, &premul));
-  chorus::Communicator* c = comm->c.get();
+  Checked k;
+  NCCL_TRY(CheckCall(comm, call, sendbuff, recvbuff, Needs::kSend, datatype, &op, &k));
   NCCL_TRY(RankInRange(comm, call, "root", root));
-  bool host = true;
-  NCCL_TRY(BufferKind(comm, call, {sendbuff, recvbuff}, &host));
   if (count == 0) return ncclSuccess;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
-  if (premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *premul, count, &sendbuff, &g));
+  GroupOp g{comm, k.host};
+  chorus::Communicator* c = comm->c.get();
+  if (k.premul != nullptr) NCCL_TRY(ApplyPreMul(comm, call, *k.premul, count, &sendbuff, &g));
   if (recvbuff == nullptr) {
     if (c->rank() == root) return Fail(ncclInvalidArgument, Where(comm, call) + ": recvbuff is NULL on the root");
-    if (host) {
+    if (k.host) {
       // Non-roots may pass no receive buffer; chorus's algorithms may use one as scratch.
-      g.scratch.push_back(std::make_shared<std::vector<char>>(count * chorus::DataTypeSize(t)));
+      g.scratch.push_back(std::make_shared<std::vector<char>>(count * chorus::DataTypeSize(k.type)));
       recvbuff = g.scratch.back()->data();
     } else {
       recvbuff = const_cast<void*>(sendbuff);
@@ -680,8 +672,8 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
   }
   void* s = StreamOf(stream);
   g.issue = [=] {
-    return host ? c->IReduce(sendbuff, recvbuff, count, t, rop, root)
-                : c->Reduce(sendbuff, recvbuff, count, t, rop, root, chorus::CudaStream{s});
+    return k.host ? c->IReduce(sendbuff, recvbuff, count, k.type, k.op, root)
+                  : c->Reduce(sendbuff, recvbuff, count, k.type, k.op, root, chorus::CudaStream{s});
   };
   return Submit(std::move(g));
 }
@@ -689,30 +681,24 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclBroadcast";
-  NCCL_TRY(CheckComm(comm, call));
-  NCCL_TRY(NonNull(comm, call, recvbuff, "recvbuff"));
-  DataType t;
-  NCCL_TRY(CheckType(comm, call, datatype, &t));
-  chorus::Communicator* c = comm->c.get();
+  Checked k;
+  NCCL_TRY(CheckCall(comm, call, sendbuff, recvbuff, Needs::kRecv, datatype, nullptr, &k));
   NCCL_TRY(RankInRange(comm, call, "root", root));
-  bool host = true;
-  NCCL_TRY(BufferKind(comm, call, {sendbuff, recvbuff}, &host));
   if (count == 0) return ncclSuccess;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
+  GroupOp g{comm, k.host};
+  chorus::Communicator* c = comm->c.get();
   void* s = StreamOf(stream);
   const bool copy = c->rank() == root && sendbuff != nullptr && sendbuff != recvbuff;
-  const size_t bytes = count * chorus::DataTypeSize(t);
+  const size_t bytes = count * chorus::DataTypeSize(k.type);
   g.issue = [=] {
     // Out of place: the root broadcasts from recvbuff after copying its input there.
     if (copy) {
-      Status st = host ? (std::memmove(recvbuff, sendbuff, bytes), Status::Ok())
-                       : chorus::kernels::cuda::CopyAsync(recvbuff, sendbuff, bytes, s);
+      Status st = k.host ? (std::memmove(recvbuff, sendbuff, bytes), Status::Ok())
+                         : chorus::kernels::cuda::CopyAsync(recvbuff, sendbuff, bytes, s);
       if (!st.ok()) return Work::Failed(st);
     }
-    return host ? c->IBroadcast(recvbuff, count, t, root)
-                : c->Broadcast(recvbuff, count, t, root, chorus::CudaStream{s});
+    return k.host ? c->IBroadcast(recvbuff, count, k.type, root)
+                  : c->Broadcast(recvbuff, count, k.type, root, chorus::CudaStream{s});
   };
   return Submit(std::move(g));
 }
@@ -725,22 +711,15 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclAllGather";
-  NCCL_TRY(CheckComm(comm, call));
-  NCCL_TRY(NonNull(comm, call, sendbuff, "sendbuff"));
-  NCCL_TRY(NonNull(comm, call, recvbuff, "recvbuff"));
-  DataType t;
-  NCCL_TRY(CheckType(comm, call, datatype, &t));
-  bool host = true;
-  NCCL_TRY(BufferKind(comm, call, {sendbuff, recvbuff}, &host));
+  Checked k;
+  NCCL_TRY(CheckCall(comm, call, sendbuff, recvbuff, Needs::kBoth, datatype, nullptr, &k));
   if (sendcount == 0) return ncclSuccess;
-  GroupOp g;
-  g.comm = comm;
-  g.host = host;
+  GroupOp g{comm, k.host};
   chorus::Communicator* c = comm->c.get();
   void* s = StreamOf(stream);
   g.issue = [=] {
-    return host ? c->IAllGather(sendbuff, recvbuff, sendcount, t)
-                : c->AllGather(sendbuff, recvbuff, sendcount, t, chorus::CudaStream{s});
+    return k.host ? c->IAllGather(sendbuff, recvbuff, sendcount, k.type)
+                  : c->AllGather(sendbuff, recvbuff, sendcount, k.type, chorus::CudaStream{s});
   };
   return Submit(std::move(g));
 }
