@@ -27,4 +27,6 @@ if echo "$missing" | grep -q 'not found'; then
   echo "$missing" >&2
   exit 1
 fi
+# torch_chorus's sources and chorus as an archive, for the GPU machine's torch (step 1b).
+tools/gpu/torch_stage.sh
 du -sh .gpu_bin | awk '{print "stage.sh: .gpu_bin ready (" $1 "): carry it to the device and run tools/gpu/gpu_check.sh"}'
