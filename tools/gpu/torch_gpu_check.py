@@ -105,6 +105,12 @@ def collectives(c, dev, dtype, gloo):
         dist.broadcast(x, src=1)
         same(x, data(1, N, dtype, "cpu", 1), "broadcast from 1")
 
+        def g(pg):
+            y = data(r, N, dtype, "cpu", 1)
+            dist.broadcast(y, src=1, group=pg)
+            return y
+        return gloo_same(x, g, gloo, "broadcast")
+
     def reduce():
         x = data(r, N, dtype, dev, 2)
         dist.reduce(x, dst=0)
@@ -137,6 +143,12 @@ def collectives(c, dev, dtype, gloo):
         dist.all_to_all_single(out, x)
         want = torch.cat([data(k, n * N, dtype, "cpu", 6)[r * N:(r + 1) * N] for k in range(n)])
         same(out, want, "all_to_all_single")
+
+        def g(pg):
+            y = torch.empty(n * N, dtype=dtype)
+            dist.all_to_all_single(y, data(r, n * N, dtype, "cpu", 6), group=pg)
+            return y
+        vs_gloo = gloo_same(out, g, gloo, "all_to_all_single")
         # split sizes: rank k sends k+1+p rows to p
         send_splits = [r + 1 + p for p in range(n)]
         recv_splits = [k + 1 + r for k in range(n)]
@@ -149,6 +161,7 @@ def collectives(c, dev, dtype, gloo):
             off = sum(k + 1 + p for p in range(r))
             parts.append(src[off:off + k + 1 + r])
         same(out, torch.cat(parts), "all_to_all_single with splits")
+        return vs_gloo
 
     def send_recv():
         x = data(r, N, dtype, dev, 8)
