@@ -47,6 +47,9 @@ class ChorusCudaWork : public c10d::Work {
   // or an explicit timeout (then a chorus error or the deadline raises here).
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override;
+  // Newer torch's Work has it (virtual; the base's would wait on our future, which is
+  // completed at once): no `override`, so the older torch without it builds too.
+  void blockCurrentStream() { synchronize(); }  // NOLINT(modernize-use-override)
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
