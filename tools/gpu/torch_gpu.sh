@@ -30,6 +30,9 @@ PYTHONPATH="$build${PYTHONPATH:+:$PYTHONPATH}" timeout "$left" python3 tools/gpu
   >"$logs/torch_gpu_check.log" 2>&1
 rc=$?
 grep -vE 'UserWarning|warnings.warn' "$logs/torch_gpu_check.log" | grep -E '^(#|check|==|torch_gpu_check|.* (PASS|FAIL|MISSING) )|only ranks|Error' | head -n 80
-[ $rc -eq 124 ] && echo "torch_chorus: check stopped after $left s (log: torch_gpu_check.log)"
+if [ $rc -eq 124 ]; then
+  echo "torch_chorus: check stopped after $left s (log: torch_gpu_check.log); its last lines:"
+  tail -n 15 "$logs/torch_gpu_check.log"
+fi
 rm -rf "$build"
 exit $rc

@@ -50,6 +50,8 @@ class Checks:
             self.rows.append((name, "FAIL", msg))
             if os.environ.get("TORCH_GPU_CHECK_TRACE"):
                 traceback.print_exc()
+        # Progress in the log, for a run stopped before the table.
+        print(f"rank{self.rank}> {name}: {self.rows[-1][1].lower()} {self.rows[-1][2]}", flush=True)
 
 
 def same(got, want, what):
