@@ -28,5 +28,5 @@ if echo "$missing" | grep -q 'not found'; then
   exit 1
 fi
 # torch_chorus's sources and chorus as an archive, for the GPU machine's torch (step 1b).
-tools/gpu/torch_stage.sh
+tools/gpu/torch_stage.sh || echo "stage.sh: torch_chorus not staged (gpu_check.sh step 1b will say so)" >&2
 du -sh .gpu_bin | awk '{print "stage.sh: .gpu_bin ready (" $1 "): carry it to the device and run tools/gpu/gpu_check.sh"}'
