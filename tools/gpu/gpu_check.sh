@@ -41,8 +41,10 @@
 #      bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at 64-256 MiB;
 #      chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read + written per
 #      S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
+#   1b. torch_chorus built against this machine's torch and run on CUDA tensors, two
+#      ranks on the one GPU (tools/gpu/torch_gpu.sh, 120 s at most)
 #   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
-#      what time is left
+#      what time is left (less step 1b's 120 s, taken from what memcheck had left)
 # What comes back (at most 8 files): $OUT/summary.txt (this output), $OUT/tables.txt
 # (benchmark, side-by-side tables, bars), $OUT/logs.tgz (every log and test XML).
 # Exit != 0 when a test or a run fails (the bars are reported, not enforced).
@@ -202,6 +204,10 @@ echo "== 1. tests ($(left) s left)"
 gtest cuda_reduce_test 90
 gtest device_api_test 240
 gtest device_backends_test 150 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
+
+# torch_chorus on CUDA tensors under this machine's torch 2.x (built here from .gpu_bin/torch_chorus).
+echo "== 1b. torch_chorus, CUDA tensors ($(left) s left)"
+tools/gpu/torch_gpu.sh "$(cap 120)" "$work/torch" || fail=1
 
 echo "== 2. kernel benchmark, timeslice_probe ($(left) s left; other processes on the GPU: $(gpu_apps))"
 timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }

@@ -40,6 +40,8 @@ cp -r "${NCCL_TESTS_SRC:-/work/shared/peers/nccl-tests}" "$nt/src"
 rc=0
 tools/nccl_tests/build.sh "$nt/bin" "$nt/chorus/libnccl.so.2" "$nt/mpi/libmpi.so" "$nt/src" || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 2 ] || { echo "stage.sh: tools/nccl_tests/build.sh failed" >&2; exit 1; }
+# torch_chorus's sources and chorus as an archive, for the GPU machine's torch (step 1b).
+tools/gpu/torch_stage.sh || echo "stage.sh: torch_chorus not staged (gpu_check.sh step 1b will say so)" >&2
 # The device call carries 64 MiB in all: no debug sections (symbols stay, for backtraces).
 find .gpu_bin -maxdepth 1 -type f -exec strip --strip-debug {} +
 strip --strip-debug .gpu_bin/chorus/tools/perf/chorus_perf "$nt"/chorus/* "$nt"/mpi/* "$nt/chorusrun"

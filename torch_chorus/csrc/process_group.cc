@@ -4,7 +4,19 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "torch_chorus/csrc/tensor_args.h"
+#ifdef TORCH_CHORUS_CUDA
+#include "torch_chorus/csrc/cuda_ops.h"
+#endif
 #include "torch_chorus/csrc/torch_store.h"
+
+// An op whose tensors are on a CUDA device goes to cuda_ops (in builds with CUDA).
+#ifdef TORCH_CHORUS_CUDA
+#define TORCH_CHORUS_ON_CUDA(any_cuda, call) \
+  if (any_cuda) return cuda_->call
+#else
+#define TORCH_CHORUS_ON_CUDA(any_cuda, call)
+#endif
 
 namespace torch_chorus {
 
@@ -76,66 +88,9 @@ class FutureMarker {
 
 namespace {
 
-using chorus::DataType;
-using RedOp = c10d::ReduceOp::RedOpType;
-
 // Internal point-to-point tags (all_to_all with split sizes) have bit 31 set; torch's
 // tags are below it.
 constexpr uint32_t kInternalTagBit = 1u << 31;
-
-std::optional<DataType> ChorusType(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return DataType::kFloat32;
-    case at::kDouble: return DataType::kFloat64;
-    case at::kHalf: return DataType::kFloat16;
-    case at::kBFloat16: return DataType::kBFloat16;
-    case at::kChar: return DataType::kInt8;
-    case at::kByte: return DataType::kUint8;
-    case at::kBool: return DataType::kUint8;  // one byte, 0 or 1
-    case at::kInt: return DataType::kInt32;
-    case at::kLong: return DataType::kInt64;
-    default: return std::nullopt;
-  }
-}
-
-// What a data-moving op sends: the tensor's chorus type, or its bytes where chorus has
-// no such type (int16, complex, ...).
-struct Elements {
-  DataType dtype;
-  size_t count;
-};
-Elements MovedAs(const at::Tensor& t) {
-  if (std::optional<DataType> d = ChorusType(t.scalar_type())) return {*d, static_cast<size_t>(t.numel())};
-  return {DataType::kUint8, static_cast<size_t>(t.nbytes())};
-}
-
-struct Reduction {
-  DataType dtype;
-  chorus::ReduceOp op;
-};
-Reduction ReducedAs(const at::Tensor& t, RedOp op, const char* name) {
-  std::optional<DataType> d = ChorusType(t.scalar_type());
-  TORCH_CHECK(d.has_value(), "chorus: ", name, " cannot reduce ", t.scalar_type(),
-              " tensors (float32, float64, float16, bfloat16, int8, uint8, int32, int64 and bool can)");
-  const bool is_bool = t.scalar_type() == at::kBool;
-  switch (op) {
-    // bool: SUM is a logical or, PRODUCT a logical and (as ProcessGroupNCCL does).
-    case c10d::ReduceOp::SUM: return {*d, is_bool ? chorus::ReduceOp::kMax : chorus::ReduceOp::kSum};
-    case c10d::ReduceOp::PRODUCT: return {*d, is_bool ? chorus::ReduceOp::kMin : chorus::ReduceOp::kProd};
-    case c10d::ReduceOp::MIN: return {*d, chorus::ReduceOp::kMin};
-    case c10d::ReduceOp::MAX: return {*d, chorus::ReduceOp::kMax};
-    case c10d::ReduceOp::AVG:
-      TORCH_CHECK(!is_bool, "chorus: ", name, " cannot average bool tensors");
-      return {*d, chorus::ReduceOp::kAvg};
-    default:
-      TORCH_CHECK(false, "chorus: ", name, " does not support reduce op ", static_cast<int>(op),
-                  " (SUM, PRODUCT, MIN, MAX, AVG; BAND, BOR, BXOR on integer and bool tensors)");
-  }
-}
-
-bool IsBitwise(RedOp op) {
-  return op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
-}
 
 void CheckTensor(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.layout() == c10::kStrided, "chorus: ", name, " does not support ", t.layout(),
@@ -160,43 +115,10 @@ void CheckLike(const std::vector<at::Tensor>& ts, const at::Tensor& first, const
   }
 }
 
-void CheckRoot(int64_t root, int size, const char* name) {
-  TORCH_CHECK(root >= 0 && root < size, "chorus: ", name, ": root ", root, " is not a rank of this group (size ", size,
-              ")");
-}
-
-void CheckCount(const std::vector<at::Tensor>& ts, size_t n, const char* name, const char* which) {
-  TORCH_CHECK(ts.size() == n, "chorus: ", name, " needs ", n, " ", which, " tensors (one per rank), got ", ts.size());
-}
-
-// The tensor itself where it is contiguous, else a contiguous copy: chorus takes flat
-// buffers. CopyBack writes a staging tensor's result into the caller's tensor.
-at::Tensor Dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+// CopyBack writes a staging tensor's result into the caller's tensor.
 std::function<void()> CopyBack(at::Tensor dst, at::Tensor src) {
   if (dst.is_same(src)) return nullptr;
   return [dst, src]() mutable { dst.copy_(src); };
-}
-
-// One flat buffer of the tensors' elements, in order.
-at::Tensor Packed(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(ts.size());
-  for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
-}
-
-// Copies consecutive pieces of `flat` into `ts`.
-void Unpack(const at::Tensor& flat, std::vector<at::Tensor>& ts, int64_t offset = 0) {
-  for (at::Tensor& t : ts) {
-    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-    offset += t.numel();
-  }
-}
-
-void* Ptr(const at::Tensor& t) { return t.numel() == 0 ? nullptr : t.data_ptr(); }
-
-std::string OpName(const char* name, const at::Tensor& t) {
-  return std::string(name) + " of " + std::to_string(t.numel()) + " " + std::string(c10::toString(t.scalar_type()));
 }
 
 }  // namespace
@@ -337,6 +259,9 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
               " failed: ", comm.status().ToString());
   comm_ = std::move(comm.value());
   marker_ = std::make_shared<FutureMarker>(timeout_);
+#ifdef TORCH_CHORUS_CUDA
+  cuda_ = std::make_unique<CudaOps>(*comm_, rank, size, timeout_, alltoallv_seq_, kInternalTagBit);
+#endif
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {
@@ -361,6 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::MakeWork(c10d::OpType op, std
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCuda(tensors), Broadcast(tensors, opts));
   CheckOne(tensors, "broadcast");
   CheckRoot(opts.rootRank, getSize(), "broadcast");
   at::Tensor& t = tensors[0];
@@ -372,6 +298,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCuda(tensors), AllReduce(tensors, opts));
   CheckOne(tensors, "all_reduce");
   at::Tensor& t = tensors[0];
   if (IsBitwise(opts.reduceOp)) return BitwiseReduce(c10d::OpType::ALLREDUCE, "all_reduce", t, opts.reduceOp, -1);
@@ -383,6 +310,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                        const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCuda(tensors), AllReduceCoalesced(tensors, opts));
   TORCH_CHECK(!tensors.empty(), "chorus: all_reduce_coalesced needs at least one tensor");
   for (const at::Tensor& t : tensors) {
     CheckTensor(t, "all_reduce_coalesced");
@@ -400,6 +328,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCuda(tensors), Reduce(tensors, opts));
   CheckOne(tensors, "reduce");
   CheckRoot(opts.rootRank, getSize(), "reduce");
   at::Tensor& t = tensors[0];
@@ -438,6 +367,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::BitwiseReduce(c10d::OpType op
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                              std::vector<at::Tensor>& inputs,
                                                              const c10d::AllgatherOptions&) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(outputs, inputs), AllGather(outputs, inputs));
   CheckOne(inputs, "all_gather");
   TORCH_CHECK(outputs.size() == 1, "chorus: all_gather takes one output list per process, got ", outputs.size());
   at::Tensor in = Dense(inputs[0]);
@@ -453,6 +383,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::ve
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                    const c10d::AllgatherOptions&) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(output, input), AllGatherBase(output, input));
   CheckTensor(input, "_allgather_base");
   CheckTensor(output, "_allgather_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: _allgather_base: output is ", output.scalar_type(),
@@ -470,6 +401,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& o
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                        std::vector<at::Tensor>& inputs,
                                                                        const c10d::AllgatherOptions&) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(outputs, inputs), AllGatherCoalesced(outputs, inputs));
   TORCH_CHECK(!inputs.empty(), "chorus: all_gather_coalesced needs at least one tensor");
   TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()), "chorus: all_gather_coalesced needs ", getSize(),
               " output lists (one per rank), got ", outputs.size());
@@ -498,6 +430,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(std::vect
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::GatherOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(outputs, inputs), Gather(outputs, inputs, opts));
   CheckOne(inputs, "gather");
   CheckRoot(opts.rootRank, getSize(), "gather");
   const int root = static_cast<int>(opts.rootRank);
@@ -524,6 +457,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vecto
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tensor>& outputs,
                                                            std::vector<std::vector<at::Tensor>>& inputs,
                                                            const c10d::ScatterOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(outputs, inputs), Scatter(outputs, inputs, opts));
   CheckOne(outputs, "scatter");
   CheckRoot(opts.rootRank, getSize(), "scatter");
   const int root = static_cast<int>(opts.rootRank);
@@ -547,6 +481,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                   std::vector<std::vector<at::Tensor>>& inputs,
                                                                   const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(outputs, inputs), ReduceScatter(outputs, inputs, opts));
   CheckOne(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "chorus: reduce_scatter takes one input list per process, got ", inputs.size());
   at::Tensor& t = outputs[0];
@@ -563,6 +498,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                         const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(output, input), ReduceScatterBase(output, input, opts));
   CheckTensor(input, "_reduce_scatter_base");
   CheckTensor(output, "_reduce_scatter_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: _reduce_scatter_base: output is ",
@@ -604,6 +540,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
                                                                  std::vector<int64_t>& output_split_sizes,
                                                                  std::vector<int64_t>& input_split_sizes,
                                                                  const c10d::AllToAllOptions&) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(output, input), AllToAllBase(output, input, output_split_sizes, input_split_sizes));
   CheckTensor(input, "all_to_all_single");
   CheckTensor(output, "all_to_all_single");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: all_to_all_single: output is ",
@@ -661,6 +598,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllToAllOptions&) {
+  TORCH_CHORUS_ON_CUDA(AnyCudaOf(outputs, inputs), AllToAll(outputs, inputs));
   const int n = getSize();
   CheckCount(inputs, n, "all_to_all", "input");
   CheckCount(outputs, n, "all_to_all", "output");
@@ -691,11 +629,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
                   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
+#ifdef TORCH_CHORUS_CUDA
+  // On the group's CUDA device, where it has one (as ProcessGroupNCCL's).
+  if (c10::intrusive_ptr<c10d::Work> w = cuda_->Barrier(opts)) return w;
+#else
+  (void)opts;
+#endif
   return MakeWork(c10d::OpType::BARRIER, "barrier", {comm_->IBarrier()}, {}, {});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  TORCH_CHORUS_ON_CUDA(AnyCuda(tensors), Send(tensors, dst, tag));
   CheckOne(tensors, "send");
   TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "chorus: send: destination ", dst,
               " is not another rank of this group (rank ", getRank(), " of ", getSize(), ")");
@@ -706,6 +651,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>&
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  TORCH_CHORUS_ON_CUDA(AnyCuda(tensors), Recv(tensors, src, tag));
   CheckOne(tensors, "recv");
   TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "chorus: recv: source ", src,
               " is not another rank of this group (rank ", getRank(), " of ", getSize(), ")");

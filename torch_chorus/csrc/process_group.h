@@ -44,6 +44,9 @@ using BackendBase = c10d::ProcessGroup;
 #endif
 
 class FutureMarker;
+#ifdef TORCH_CHORUS_CUDA
+class CudaOps;  // cuda_ops.h
+#endif
 
 // One torch op: the chorus works it waits for, then `finish` (copies out of staging tensors,
 // a local reduction), once. Errors surface from wait() as RuntimeError, and through
@@ -148,6 +151,9 @@ class ProcessGroupChorus : public BackendBase {
   std::chrono::milliseconds timeout_;
   std::atomic<uint32_t> alltoallv_seq_{0};
   std::shared_ptr<FutureMarker> marker_;
+#ifdef TORCH_CHORUS_CUDA
+  std::unique_ptr<CudaOps> cuda_;  // ops on CUDA tensors
+#endif
 };
 
 }  // namespace torch_chorus
