@@ -15,6 +15,8 @@
 #   1. the GPU tests: kernels vs the CPU, every collective on device buffers (CUDA IPC
 #      and staged over TCP, 2 and 3 ranks on the one GPU), stream order, misuse; the
 #      device backends of chorus_perf
+#   1b. torch_chorus built against this machine's torch and run on CUDA tensors, two
+#      ranks on the one GPU (tools/gpu/torch_gpu.sh, 120 s at most)
 #   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked), and
 #      timeslice_probe: what handing the GPU between two processes costs a round, by
 #      interprocess events (CHORUS_CUDA_IPC_SYNC=events) against stream memory operations
@@ -41,8 +43,6 @@
 #      bars: kernel >= 0.9x copy; chorus_tcp >= 1.5x nccl_socket at 64-256 MiB;
 #      chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read + written per
 #      S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
-#   1b. torch_chorus built against this machine's torch and run on CUDA tensors, two
-#      ranks on the one GPU (tools/gpu/torch_gpu.sh, 120 s at most)
 #   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
 #      what time is left (less step 1b's 120 s, taken from what memcheck had left)
 # What comes back (at most 8 files): $OUT/summary.txt (this output), $OUT/tables.txt
