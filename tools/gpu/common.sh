@@ -2,6 +2,11 @@
 # Shared by gpu_check.sh and tcp_sweep.sh (sourced; they set $bin and $libs first).
 # shellcheck disable=SC2154
 
+# stage.sh carries .gpu_bin packed (bundle.tgz): unpacked here, once, in place.
+if [ -f "$bin/bundle.tgz" ]; then
+  tar -C "$bin" -xzf "$bin/bundle.tgz" && rm -f "$bin/bundle.tgz" || { echo "$bin/bundle.tgz: cannot unpack" >&2; exit 2; }
+fi
+
 # Exports CHORUS_PERF_NCCL_LIB: as given, else the NCCL PyTorch ships (nvidia.nccl),
 # else ldconfig's, else the bare soname; prints the path found ("" when none).
 find_nccl() {
