@@ -32,6 +32,9 @@ if [ $# -gt 0 ]; then
 else
   mapfile -t files < <(git ls-files -- '*.cc' ':!:third_party/**')
   [ $torch -eq 1 ] || mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -v '^torch_chorus/')
+  # Built only on the GPU machine, against its CUDA torch 2.x (tools/gpu/torch_build.sh):
+  # Debian's CPU torch lacks the CUDA headers it includes.
+  mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -v '^torch_chorus/csrc/cuda_ops\.cc$')
 fi
 
 db=$(mktemp -d)
