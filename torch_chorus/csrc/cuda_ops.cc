@@ -462,41 +462,15 @@ CudaOps::WorkPtr CudaOps::AllToAllBase(at::Tensor& output, at::Tensor& input, st
     const Elements e = MovedAs(in);
     works.push_back(comm_.AllToAll(Ptr(in), Ptr(out), e.count / n, e.dtype, c.chorus_stream));
   } else {
-    // Split sizes count rows (dim 0); empty means equal parts.
-    auto offsets = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* which) {
-      const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-      if (splits.empty()) {
-        TORCH_CHECK(rows % n == 0, "chorus: all_to_all_single: ", which, " has ", rows, " rows, not divisible by ", n);
-        splits.assign(n, rows / n);
-      }
-      TORCH_CHECK(static_cast<int>(splits.size()) == n, "chorus: all_to_all_single: ", splits.size(), " ", which,
-                  " split sizes for ", n, " ranks");
-      int64_t total = 0;
-      for (int64_t s : splits) {
-        TORCH_CHECK(s >= 0, "chorus: all_to_all_single: negative ", which, " split size ", s);
-        total += s;
-      }
-      TORCH_CHECK(total == rows, "chorus: all_to_all_single: ", which, " split sizes add up to ", total, ", it has ",
-                  rows, " rows");
-      const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / rows;
-      std::vector<size_t> off(n), bytes(n);
-      size_t at = 0;
-      for (int p = 0; p < n; ++p) {
-        off[p] = at;
-        bytes[p] = static_cast<size_t>(splits[p]) * row_bytes;
-        at += bytes[p];
-      }
-      return std::make_pair(off, bytes);
-    };
-    auto [in_off, in_bytes] = offsets(in, input_split_sizes, "input");
-    auto [out_off, out_bytes] = offsets(out, output_split_sizes, "output");
+    const Splits in_split = SplitBytes(in, input_split_sizes, n, "input");
+    const Splits out_split = SplitBytes(out, output_split_sizes, n, "output");
     std::vector<const char*> send(n);
     std::vector<char*> recv(n);
     for (int p = 0; p < n; ++p) {
-      send[p] = static_cast<const char*>(in.data_ptr()) + in_off[p];
-      recv[p] = static_cast<char*>(out.data_ptr()) + out_off[p];
+      send[p] = static_cast<const char*>(in.data_ptr()) + in_split.offset[p];
+      recv[p] = static_cast<char*>(out.data_ptr()) + out_split.offset[p];
     }
-    works = AllToAllV(c, send, in_bytes, recv, out_bytes);
+    works = AllToAllV(c, send, in_split.bytes, recv, out_split.bytes);
   }
   if (!out.is_same(output)) output.copy_(out);
   return Finish(c, c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), std::move(works), {output},

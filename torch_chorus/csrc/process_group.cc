@@ -556,41 +556,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
     return MakeWork(c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), {w}, {output}, {in, out},
                     CopyBack(output, out));
   }
-  // Split sizes count rows (dim 0); empty means equal parts.
-  auto offsets = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* which) {
-    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-    if (splits.empty()) {
-      TORCH_CHECK(rows % n == 0, "chorus: all_to_all_single: ", which, " has ", rows, " rows, not divisible by ", n);
-      splits.assign(n, rows / n);
-    }
-    TORCH_CHECK(static_cast<int>(splits.size()) == n, "chorus: all_to_all_single: ", splits.size(), " ", which,
-                " split sizes for ", n, " ranks");
-    int64_t total = 0;
-    for (int64_t s : splits) {
-      TORCH_CHECK(s >= 0, "chorus: all_to_all_single: negative ", which, " split size ", s);
-      total += s;
-    }
-    TORCH_CHECK(total == rows, "chorus: all_to_all_single: ", which, " split sizes add up to ", total, ", it has ",
-                rows, " rows");
-    const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / rows;
-    std::vector<size_t> off(n), bytes(n);
-    size_t at = 0;
-    for (int p = 0; p < n; ++p) {
-      off[p] = at;
-      bytes[p] = static_cast<size_t>(splits[p]) * row_bytes;
-      at += bytes[p];
-    }
-    return std::make_pair(off, bytes);
-  };
-  auto [in_off, in_bytes] = offsets(in, input_split_sizes, "input");
-  auto [out_off, out_bytes] = offsets(out, output_split_sizes, "output");
+  const Splits in_split = SplitBytes(in, input_split_sizes, n, "input");
+  const Splits out_split = SplitBytes(out, output_split_sizes, n, "output");
   std::vector<const void*> send(n);
   std::vector<void*> recv(n);
   for (int p = 0; p < n; ++p) {
-    send[p] = static_cast<const char*>(in.data_ptr()) + in_off[p];
-    recv[p] = static_cast<char*>(out.data_ptr()) + out_off[p];
+    send[p] = static_cast<const char*>(in.data_ptr()) + in_split.offset[p];
+    recv[p] = static_cast<char*>(out.data_ptr()) + out_split.offset[p];
   }
-  std::vector<chorus::Work> works = AllToAllV(send, in_bytes, recv, out_bytes);
+  std::vector<chorus::Work> works = AllToAllV(send, in_split.bytes, recv, out_split.bytes);
   return MakeWork(c10d::OpType::ALLTOALL_BASE, OpName("all_to_all_single", in), std::move(works), {output}, {in, out},
                   CopyBack(output, out));
 }

@@ -100,6 +100,38 @@ inline void Unpack(const at::Tensor& flat, std::vector<at::Tensor>& ts, int64_t 
   }
 }
 
+// all_to_all_single's split sizes, which count rows (dim 0; empty means equal parts),
+// as each peer's byte offset and byte count in `t`, checked against n ranks.
+struct Splits {
+  std::vector<size_t> offset;
+  std::vector<size_t> bytes;
+};
+inline Splits SplitBytes(const at::Tensor& t, std::vector<int64_t> splits, int n, const char* which) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  if (splits.empty()) {
+    TORCH_CHECK(rows % n == 0, "chorus: all_to_all_single: ", which, " has ", rows, " rows, not divisible by ", n);
+    splits.assign(n, rows / n);
+  }
+  TORCH_CHECK(static_cast<int>(splits.size()) == n, "chorus: all_to_all_single: ", splits.size(), " ", which,
+              " split sizes for ", n, " ranks");
+  int64_t total = 0;
+  for (int64_t s : splits) {
+    TORCH_CHECK(s >= 0, "chorus: all_to_all_single: negative ", which, " split size ", s);
+    total += s;
+  }
+  TORCH_CHECK(total == rows, "chorus: all_to_all_single: ", which, " split sizes add up to ", total, ", it has ", rows,
+              " rows");
+  const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / rows;
+  Splits out{std::vector<size_t>(n), std::vector<size_t>(n)};
+  size_t at = 0;
+  for (int p = 0; p < n; ++p) {
+    out.offset[p] = at;
+    out.bytes[p] = static_cast<size_t>(splits[p]) * row_bytes;
+    at += out.bytes[p];
+  }
+  return out;
+}
+
 inline void* Ptr(const at::Tensor& t) { return t.numel() == 0 ? nullptr : t.data_ptr(); }
 
 inline std::string OpName(const char* name, const at::Tensor& t) {
