@@ -3,15 +3,7 @@
 #include <string.h>
 
 #include "nccl/nccl.h"
-
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    ncclResult_t r_ = (call);                                                                    \
-    if (r_ != ncclSuccess) {                                                                     \
-      fprintf(stderr, "%s: %s (%s)\n", #call, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
-      return 1;                                                                                  \
-    }                                                                                            \
-  } while (0)
+#include "tests/nccl/check.h"
 
 int main(void) {
   int version = 0;

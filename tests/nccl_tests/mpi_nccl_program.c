@@ -6,16 +6,8 @@
 #include <string.h>
 
 #include "nccl/nccl.h"
+#include "tests/nccl/check.h"
 #include "tools/nccl_tests/mpi/mpi.h"
-
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    ncclResult_t r_ = (call);                                                                    \
-    if (r_ != ncclSuccess) {                                                                     \
-      fprintf(stderr, "%s: %s (%s)\n", #call, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
-      return 1;                                                                                  \
-    }                                                                                            \
-  } while (0)
 
 int main(int argc, char** argv) {
   int rank = -1, n = 0, i, errors = 0;
