@@ -7,13 +7,13 @@
 
 #include "nccl/nccl.h"
 
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    ncclResult_t r_ = (call);                                                                    \
-    if (r_ != ncclSuccess) {                                                                     \
+#define CHECK(call)                                                                            \
+  do {                                                                                         \
+    ncclResult_t r_ = (call);                                                                  \
+    if (r_ != ncclSuccess) {                                                                   \
       fprintf(stderr, "%s: %s (%s)\n", #call, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
-      return 1;                                                                                  \
-    }                                                                                            \
+      return 1;                                                                                \
+    }                                                                                          \
   } while (0)
 
 #endif /* CHORUS_TESTS_NCCL_CHECK_H_ */
