@@ -38,6 +38,9 @@ struct TrafficCounters {
   // while it waits). The algorithms post their receives early to keep these rare.
   uint64_t early_messages = 0;
   uint64_t early_bytes = 0;
+  // Large messages this rank read straight out of the sender's memory (shared memory's
+  // single copy), not streamed to it through a ring.
+  uint64_t read_messages = 0;
   // Calls on device buffers (every form), by the way they ran: through CUDA IPC (ranks
   // of one host reading each other's buffers), or staged through host memory.
   uint64_t device_calls_ipc = 0;

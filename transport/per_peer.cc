@@ -56,6 +56,7 @@ TrafficCounters PerPeerTransport::counters() const {
     TrafficCounters c = p->counters();
     sum.early_messages += c.early_messages;
     sum.early_bytes += c.early_bytes;
+    sum.read_messages += c.read_messages;
   }
   return sum;
 }

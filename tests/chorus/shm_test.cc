@@ -11,9 +11,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -248,6 +250,54 @@ TEST(Shm, AutoSingleCopyCarriesLargeMessagesBetweenManyPeers) {
     for (float v : big) RANK_CHECK(v == 10.0f, "rank " + std::to_string(rank) + " summed " + std::to_string(v));
     return 0;
   }));
+}
+
+// Which large messages are read out of the sender's memory, counted by the readers:
+// every one with "on", none with "off", and none with "auto" on a host with more ranks
+// than cores, where the rings let a sender finish without waiting for its reader.
+uint64_t ReadsDuring(Communicator& c, const std::function<Status()>& call, int rank) {
+  const uint64_t before = c.Counters().read_messages;
+  Status st = call();
+  if (!st.ok()) {
+    fprintf(stderr, "rank %d: %s\n", rank, st.ToString().c_str());
+    exit(1);
+  }
+  return c.Counters().read_messages - before;
+}
+
+void ExpectReads(ShmSingleCopy mode, bool reads) {
+  ShmDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const Options o = ShmOptions(dir.path(), TransportMode::kShm, mode);
+  ExpectAllOk(RunRanks(4, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    Communicator& c = **comm;
+    std::vector<float> in(1 << 18, static_cast<float>(rank + 1)), out(4 * in.size());
+    const uint64_t gathered = ReadsDuring(
+        c, [&] { return c.AllGather(in.data(), out.data(), in.size(), DataType::kFloat32); }, rank);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const size_t from = i / in.size();  // the rank whose block this is
+      RANK_CHECK(out[i] == static_cast<float>(from + 1), "gathered");
+    }
+    std::vector<float> data(out.size(), static_cast<float>(rank));
+    const uint64_t broadcast = ReadsDuring(
+        c, [&] { return c.Broadcast(data.data(), data.size(), DataType::kFloat32, 0); }, rank);
+    for (float v : data) RANK_CHECK(v == 0.0f, "rank " + std::to_string(rank) + " got " + std::to_string(v));
+    RANK_CHECK((gathered > 0) == reads,
+               "rank " + std::to_string(rank) + ": all_gather read " + std::to_string(gathered) + " messages");
+    // The root only sends; every other rank receives the whole buffer from its parent.
+    RANK_CHECK(rank == 0 || (broadcast > 0) == reads,
+               "rank " + std::to_string(rank) + ": broadcast read " + std::to_string(broadcast) + " messages");
+    return 0;
+  }));
+}
+
+TEST(ShmSingleCopy, OnReadsEveryLargeMessage) { ExpectReads(ShmSingleCopy::kOn, true); }
+TEST(ShmSingleCopy, OffReadsNone) { ExpectReads(ShmSingleCopy::kOff, false); }
+TEST(ShmSingleCopy, CrowdedAutoReadsNone) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) >= 4) GTEST_SKIP() << "needs a host with fewer than 4 cores (4 ranks crowd it)";
+  ExpectReads(ShmSingleCopy::kAuto, false);
 }
 
 // The processes watched for their death are the peers a rank exchanged with, not every

@@ -634,6 +634,7 @@ void ShmTransport::Deliver(Peer& p, Early& e, const BasicRequestPtr& r) {
   }
   if (e.rts) {
     st = ReadRemote(p, r->buf(), e.addr, e.total);
+    read_messages_.fetch_add(1, std::memory_order_relaxed);
     SendControl(p, FrameType::kAck, e.cookie,
                 static_cast<uint64_t>(st.ok() ? AckStatus::kRead : AckStatus::kReadFailed));
   } else if (e.total > 0) {

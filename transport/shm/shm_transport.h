@@ -106,7 +106,11 @@ class ShmTransport final : public Transport, public RequestDriver {
   Status health() override { return health_.Get(); }
   std::string Describe() const override;
   TrafficCounters counters() const override {
-    return {early_messages_.load(std::memory_order_relaxed), early_bytes_.load(std::memory_order_relaxed)};
+    TrafficCounters c;
+    c.early_messages = early_messages_.load(std::memory_order_relaxed);
+    c.early_bytes = early_bytes_.load(std::memory_order_relaxed);
+    c.read_messages = read_messages_.load(std::memory_order_relaxed);
+    return c;
   }
   void Drive(BasicRequest& req, Deadline deadline) override;
 
@@ -252,7 +256,7 @@ class ShmTransport final : public Transport, public RequestDriver {
   shm::Control* ctl_ = nullptr;
   BufferCache early_bufs_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by local index (null for this rank)
-  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0};
+  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0}, read_messages_{0};
   FirstError health_;
 
   std::mutex mu_;  // everything below, and the peers' matching state
