@@ -70,6 +70,7 @@ class Rank:
         self.torch, self.dist, self.rank, self.device, self.cuda = torch, dist, rank, device, cuda
         self.entries = {}
         self.gloo = not cuda  # the dry run: Gloo lacks some ops, made of others below
+        self.save = lambda running: None
 
     def inputs(self, tag, rank, n, dtype):
         """Rank `rank`'s input for entry `tag`: every rank can make every rank's."""
@@ -101,6 +102,7 @@ class Rank:
         self.entries[name] = e
 
     def attempt(self, name, fn):
+        self.save(name)  # written before each op: a crash in one still leaves the others, and its name
         try:
             fn()
         except Exception as ex:  # noqa: BLE001 -- recorded, the next op still runs
@@ -296,6 +298,14 @@ def write_json(path, obj):
     os.replace(tmp, path)
 
 
+def note_libs(digest, chorus):
+    libs = mapped_nccl_libs()
+    digest["nccl_libs_mapped"] = libs
+    digest["chorus_lib"] = chorus
+    digest["chorus_mapped"] = chorus in libs if chorus else None
+    return libs
+
+
 def rank_main(rank, port, args, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD),
                       NCCL_HOSTID="chorus_torch_preload_%d" % rank)
@@ -322,16 +332,21 @@ def rank_main(rank, port, args, out):
         dist.init_process_group("gloo" if args.cpu_dry_run else "nccl", rank=rank, world_size=WORLD,
                                 timeout=datetime.timedelta(seconds=args.op_timeout))
         r = Rank(torch, dist, rank, torch.device("cuda", 0) if cuda else torch.device("cpu"), cuda)
+        digest["entries"] = r.entries
+
+        note_libs(digest, chorus)  # torch's import has loaded libnccl: known if a rank dies in an op
+
+        def save(running):
+            digest["running"] = running
+            write_json(path, digest)
+        r.save = save
         stage = "the ops"
         r.run_all()
-        digest["entries"] = r.entries
+        digest.pop("running", None)
         stage = "destroy_process_group"
     except BaseException as e:  # noqa: BLE001 -- every failure is the answer
         digest["error"] = "%s: %s: %s" % (stage, type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
-    libs = mapped_nccl_libs()
-    digest["nccl_libs_mapped"] = libs
-    digest["chorus_lib"] = chorus
-    digest["chorus_mapped"] = chorus in libs if chorus else None
+    libs = note_libs(digest, chorus)
     write_json(path, digest)  # before destroy: a hang there still leaves the results
     if "error" not in digest:
         try:
@@ -428,12 +443,13 @@ def compare(a_path, b_path, quiet=False, label="1c"):
     def line(name, verdict, detail):
         nonlocal fails
         fails += verdict == "FAIL"
-        if not quiet or verdict != "PASS":
+        if not quiet or verdict in ("FAIL", "WARN"):
             print("%s %-40s %-4s %s" % (label, name, verdict, detail))
 
     a, why = load(a_path)
     if a is None:
         line("chorus run", "FAIL", "no digest %s (%s): the run stopped before writing it, see its log" % (a_path, why))
+        print("%s %-40s FAIL" % (label, "rank ?"))
         return 1
     b, why_b = load(b_path)
     ref = ""
@@ -486,11 +502,15 @@ def compare(a_path, b_path, quiet=False, label="1c"):
                 line(name, "FAIL", diff)
             else:
                 line(name, "PASS", "= CPU, = NCCL%s" % (" (bit-identical)" if e.get("sha") == r.get("sha") else ""))
-    if b is not None:
-        for name in sorted(set(b.get("entries", {})) - set(a.get("entries", {}))):
-            line(name, "FAIL", "in the NCCL run, missing from chorus's")
+    missing = sorted(set(b.get("entries", {})) - set(a.get("entries", {}))) if b is not None else []
+    if missing:
+        line("%d entries" % len(missing), "FAIL", "in the NCCL run, missing from chorus's: %s%s" % (
+            ", ".join(missing[:3]), ", ..." if len(missing) > 3 else ""))
     if a.get("destroy") != "ok" and not a.get("error"):
-        line("destroy_process_group", "FAIL", a.get("destroy") or "did not return (or was not reached)")
+        if a.get("running"):
+            line(a["running"], "FAIL", "the rank ended or hung in it (the digest stops there)")
+        else:
+            line("destroy_process_group", "FAIL", a.get("destroy") or "did not return (or was not reached)")
     print("%s %-40s %-4s %d failed" % (label, "rank %s" % a.get("rank", "?"), "FAIL" if fails else "PASS", fails))
     return 1 if fails else 0
 
@@ -503,7 +523,7 @@ def main():
     ap.add_argument("--chorus-lib", help="chorus's libnccl.so.2, to tell whether it is mapped")
     ap.add_argument("--cpu-dry-run", action="store_true", help="Gloo on CPU tensors")
     ap.add_argument("--compare", nargs=2, metavar=("CHORUS_JSON", "NCCL_JSON"))
-    ap.add_argument("--quiet", action="store_true", help="--compare: only what did not pass")
+    ap.add_argument("--quiet", action="store_true", help="--compare: only failures and warnings")
     ap.add_argument("--label", default="1c", help="--compare: each line's prefix")
     args = ap.parse_args()
     if args.compare:
