@@ -391,6 +391,7 @@ def run(args):
         p.join(timeout=max(0.0, deadline - time.monotonic()) + 1)
         if p.is_alive():
             p.kill()
+            p.join(timeout=5)
             ok = False
         rank_ok, line = got.get(r, (False, "no answer within %.0f s" % args.timeout))
         print("rank %d: %s (exit code %s)" % (r, line, p.exitcode))

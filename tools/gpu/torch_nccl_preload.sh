@@ -79,7 +79,9 @@ run() {
 }
 secret=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 # Over chorus first (what this step is for), with three fifths of the time; NCCL after.
-run chorus $(( ($(left) - 4) * 3 / 5 )) LD_PRELOAD="$chorus${LD_PRELOAD:+:$LD_PRELOAD}" CHORUS_SECRET="$secret"
+# (chorus's id and TCP on loopback, as gpu_check.sh keeps NCCL there: NCCL_SOCKET_IFNAME=lo)
+run chorus $(( ($(left) - 4) * 3 / 5 )) LD_PRELOAD="$chorus${LD_PRELOAD:+:$LD_PRELOAD}" CHORUS_SECRET="$secret" \
+  CHORUS_SOCKET_IFNAME="${CHORUS_SOCKET_IFNAME:-lo}"
 chorus_rc=$?
 run nccl $(($(left) - 4)) || echo "1c: NCCL's run failed (reported, not counted)"
 
