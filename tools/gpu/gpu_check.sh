@@ -17,6 +17,10 @@
 #      device backends of chorus_perf
 #   1b. torch_chorus built against this machine's torch and run on CUDA tensors, two
 #      ranks on the one GPU (tools/gpu/torch_gpu.sh, 120 s at most)
+#   1c. PyTorch's own NCCL backend over chorus's libnccl.so.2 (LD_PRELOAD) against NCCL:
+#      every torch.distributed op and 5 DDP steps, two ranks on the one GPU, each result
+#      checked against the CPU and against NCCL's run; first, the ncclX torch imports that
+#      chorus lacks (tools/gpu/torch_nccl_preload.sh, 75 s at most)
 #   2. the kernel benchmark (reduction vs device-to-device copy, #wrong checked), and
 #      timeslice_probe: what handing the GPU between two processes costs a round, by
 #      interprocess events (CHORUS_CUDA_IPC_SYNC=events) against stream memory operations
@@ -44,7 +48,8 @@
 #      chorus_ipc >= 80% of the HBM limit at the copy bandwidth (bytes read + written per
 #      S-byte all_reduce of two ranks: 4 S led by rank 0, 5 S split)
 #   4. compute-sanitizer memcheck over the kernel tests and the device API tests, with
-#      what time is left (less step 1b's 120 s, taken from what memcheck had left)
+#      what time is left (less steps 1b's 120 s and 1c's 75 s, taken from what memcheck
+#      had left)
 # What comes back (at most 8 files): $OUT/summary.txt (this output), $OUT/tables.txt
 # (benchmark, side-by-side tables, bars), $OUT/logs.tgz (every log and test XML).
 # Exit != 0 when a test or a run fails (the bars are reported, not enforced).
@@ -208,6 +213,17 @@ gtest device_backends_test 150 LD_LIBRARY_PATH="$libs" TEST_SRCDIR="$bin"
 # torch_chorus on CUDA tensors under this machine's torch 2.x (built here from .gpu_bin/torch_chorus).
 echo "== 1b. torch_chorus, CUDA tensors ($(left) s left)"
 tools/gpu/torch_gpu.sh "$(cap 120)" "$work/torch" || fail=1
+
+# PyTorch's NCCL backend through chorus's libnccl.so.2 (LD_PRELOAD) vs through NCCL.
+echo "== 1c. PyTorch's NCCL backend over chorus's libnccl.so.2 ($(left) s left)"
+limit=$(cap "${GPU_CHECK_PRELOAD_SECONDS:-75}")  # 0: skipped, not counted
+if [ "$limit" -ge 30 ]; then
+  CHORUS_PERF_NCCL_LIB=$nccl_lib timeout -k 5 "$limit" tools/gpu/torch_nccl_preload.sh $((limit - 5)) "$work/torch_preload" "$tables" ||
+    { echo "1c: failed (torch_preload/ in logs.tgz)"; fail=1; }
+else
+  echo "1c: skipped (GPU_CHECK_PRELOAD_SECONDS=${GPU_CHECK_PRELOAD_SECONDS:-75}, $(left) s left)"
+  [ "${GPU_CHECK_PRELOAD_SECONDS:-75}" != 0 ] && fail=1
+fi
 
 echo "== 2. kernel benchmark, timeslice_probe ($(left) s left; other processes on the GPU: $(gpu_apps))"
 timeout "$(cap 90)" "$bin/cuda_reduce_bench" >"$work/kernel_bench.txt" 2>&1 || { echo "kernel bench failed or timed out"; fail=1; }
