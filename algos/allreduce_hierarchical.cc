@@ -65,7 +65,7 @@ Status AllReduceByLeaders(const Context& ctx, const Topology& topo, const void* 
     if (op == ReduceOp::kAvg) CHORUS_RETURN_IF_ERROR(kernels::ScaleForAvg(dtype, recv, count, ctx.size()));
   }
   // 3. From each leader to its host.
-  if (host.size() > 1) CHORUS_RETURN_IF_ERROR(BroadcastTree(lctx, recv, count, dtype, 0, tuning));
+  if (host.size() > 1) CHORUS_RETURN_IF_ERROR(BroadcastTree(lctx, recv, recv, count, dtype, 0, tuning));
   return Status::Ok();
 }
 

@@ -33,9 +33,9 @@ Status BroadcastAmong(const Context& ctx, GroupTransport& group, void* buf, size
                       const Tuning& tuning, bool across) {
   const Context gctx = Within(ctx, group);
   switch (tuning.Model().BroadcastAmong(count * DataTypeSize(dtype), group.size(), across).first) {
-    case Algorithm::kChain: return BroadcastChain(gctx, buf, count, dtype, root, tuning);
+    case Algorithm::kChain: return BroadcastChain(gctx, buf, buf, count, dtype, root, tuning);
     case Algorithm::kScatterAllGather: return BroadcastScatterAllGather(gctx, buf, count, dtype, root, tuning);
-    default: return BroadcastTree(gctx, buf, count, dtype, root, tuning);
+    default: return BroadcastTree(gctx, buf, buf, count, dtype, root, tuning);
   }
 }
 

@@ -16,6 +16,10 @@
 // On streamed bounce buffers (ctx.staging) the root waits for each chunk before it
 // sends it; every rank reports a chunk final once it has it (the root's buffer is its
 // input, unchanged).
+//
+// Out of place, the root sends each chunk from its input and copies it into its output
+// after posting the sends, so the copy overlaps the children's receiving (reading the
+// input, by shared memory's single copy) instead of going before the broadcast.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -34,19 +38,17 @@ namespace {
 constexpr size_t kUnasked = 2;
 
 // The broadcast over `links` (this rank's parent and children in the tree chosen).
-Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning,
-                     TreeLinks (*links)(int rank, int root, int n)) {
+Status BroadcastDown(const Context& ctx, const void* send, void* buf, size_t count, DataType dtype, int root,
+                     const Tuning& tuning, TreeLinks (*links)(int rank, int root, int n)) {
   const int n = ctx.size();
   if (root < 0 || root >= n) {
     return InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of size " +
                            std::to_string(n));
   }
   const size_t es = DataTypeSize(dtype);
-  if (n == 1) {
-    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, count * es));
-    OutputFinal(ctx, 0, count * es);
-    return Status::Ok();
-  }
+  // What this rank sends on: the root's input, everyone else's output.
+  const void* from = ctx.rank() == root && send != nullptr ? send : buf;
+  if (n == 1) return CopyAlone(ctx, from, buf, count * es);
   const TreeLinks tree = links(ctx.rank(), root, n);
   const size_t chunk_elems = ChunkElems(tuning.chunk_bytes, es);
   const Span all{0, count};
@@ -76,12 +78,14 @@ Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype
       } else {
         CHORUS_RETURN_IF_ERROR(InputReady(ctx, c.offset * es, c.count * es));
       }
-      OutputFinal(ctx, c.offset * es, c.count * es);
-      // ... goes on to every child.
+      // ... goes on to every child ...
       for (size_t k = 0; k < tree.children.size(); ++k) {
         CHORUS_RETURN_IF_ERROR(credited[k].Await(std::min(ci, unasked)));
-        sends.Post(tree.children[k], static_cast<uint32_t>(ci), At(buf, c.offset, es), c.count * es);
+        sends.Post(tree.children[k], static_cast<uint32_t>(ci), At(from, c.offset, es), c.count * es);
       }
+      // ... and, out of place, into the root's output meanwhile.
+      CopyMovingBytes(ctx, At(buf, c.offset, es), At(from, c.offset, es), c.count * es);
+      OutputFinal(ctx, c.offset * es, c.count * es);
       CHORUS_RETURN_IF_ERROR(sends.Reap());
     }
     return sends.WaitAll();
@@ -90,12 +94,14 @@ Status BroadcastDown(const Context& ctx, void* buf, size_t count, DataType dtype
 
 }  // namespace
 
-Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning) {
-  return BroadcastDown(ctx, buf, count, dtype, root, tuning, BinomialTree);
+Status BroadcastTree(const Context& ctx, const void* send, void* buf, size_t count, DataType dtype, int root,
+                     const Tuning& tuning) {
+  return BroadcastDown(ctx, send, buf, count, dtype, root, tuning, BinomialTree);
 }
 
-Status BroadcastChain(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning) {
-  return BroadcastDown(ctx, buf, count, dtype, root, tuning, ChainLinks);
+Status BroadcastChain(const Context& ctx, const void* send, void* buf, size_t count, DataType dtype, int root,
+                      const Tuning& tuning) {
+  return BroadcastDown(ctx, send, buf, count, dtype, root, tuning, ChainLinks);
 }
 
 }  // namespace chorus::algos

@@ -66,10 +66,15 @@ Status AllReduceRabenseifner(const Context& ctx, const void* send, void* recv, s
 // times for C chunks, any n; between recursive doubling and the ring on large worlds.
 Status AllReduceTree(const Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                      const Tuning& tuning);
-// broadcast: binomial tree from root, pipelined in chunks.
-Status BroadcastTree(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
-// broadcast: chain root -> root+1 -> ..., pipelined in chunks (large messages).
-Status BroadcastChain(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const Tuning& tuning);
+// broadcast: binomial tree from root, pipelined in chunks. Out of place (send != buf on
+// the root; the others ignore send) the root sends from send and copies each chunk into
+// buf while its children receive it.
+Status BroadcastTree(const Context& ctx, const void* send, void* buf, size_t count, DataType dtype, int root,
+                     const Tuning& tuning);
+// broadcast: chain root -> root+1 -> ..., pipelined in chunks (large messages); out of
+// place as the tree.
+Status BroadcastChain(const Context& ctx, const void* send, void* buf, size_t count, DataType dtype, int root,
+                      const Tuning& tuning);
 // broadcast: van de Geijn: the root scatters a block to each rank down the binomial tree,
 // then a ring all-gathers the blocks (large messages on large worlds, about 2 S/B).
 Status BroadcastScatterAllGather(const Context& ctx, void* buf, size_t count, DataType dtype, int root,

@@ -7,6 +7,8 @@
 
 #include "algos/agreement.h"
 #include "algos/barrier.h"
+#include "algos/buffer.h"
+#include "algos/context.h"
 
 namespace chorus::internal {
 
@@ -98,7 +100,8 @@ Status Validate(const CollectiveCall& call, int rank, int world_size) {
   const bool is_root = rank == call.root;
   bool needs_send = true, needs_recv = true;
   switch (call.kind) {
-    case Collective::kBroadcast: needs_send = false; break;  // one buffer, in recv
+    // In place one buffer, recv; out of place the root's input too, apart from recv.
+    case Collective::kBroadcast: needs_send = is_root && call.send != call.recv; break;
     case Collective::kReduce: needs_recv = is_root; break;
     case Collective::kGather: needs_recv = is_root; break;
     case Collective::kScatter: needs_send = is_root; break;
@@ -109,6 +112,16 @@ Status Validate(const CollectiveCall& call, int rank, int world_size) {
   }
   if (needs_recv && call.recv == nullptr) {
     return InvalidArgument(what() + ": recv buffer is null with count " + std::to_string(call.count));
+  }
+  // The root's output is written while its input is still being sent from.
+  if (call.kind == Collective::kBroadcast && needs_send) {
+    const auto* s = static_cast<const char*>(call.send);
+    const auto* r = static_cast<const char*>(call.recv);
+    const size_t bytes = call.count * DataTypeSize(call.dtype);
+    if (s < r + bytes && r < s + bytes) {
+      return InvalidArgument(what() + ": send and recv buffers overlap without being the same (" +
+                             std::to_string(bytes) + " bytes each)");
+    }
   }
   return Status::Ok();
 }
@@ -136,17 +149,26 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       }
       return algos::AllReduceRing(ctx, c.send, c.recv, c.count, c.dtype, c.op, tuning);
     case Collective::kBroadcast:
-      if (agrees_itself) return algos::BroadcastAgreed(ctx, c.recv, c.count, c.dtype, c.root);
       if (algorithm == algos::Algorithm::kChain) {
-        return algos::BroadcastChain(ctx, c.recv, c.count, c.dtype, c.root, tuning);
+        return algos::BroadcastChain(ctx, c.send, c.recv, c.count, c.dtype, c.root, tuning);
       }
+      if (algorithm == algos::Algorithm::kTree) {
+        return algos::BroadcastTree(ctx, c.send, c.recv, c.count, c.dtype, c.root, tuning);
+      }
+      // The others broadcast in place: out of place, the root's input goes into its
+      // output first.
+      if (ctx.rank() == c.root && c.send != nullptr && c.send != c.recv) {
+        CHORUS_RETURN_IF_ERROR(algos::InputReady(ctx, 0, c.count * DataTypeSize(c.dtype)));
+        algos::CopyIfDistinct(c.recv, c.send, c.count * DataTypeSize(c.dtype));
+      }
+      if (agrees_itself) return algos::BroadcastAgreed(ctx, c.recv, c.count, c.dtype, c.root);
       if (algorithm == algos::Algorithm::kScatterAllGather) {
         return algos::BroadcastScatterAllGather(ctx, c.recv, c.count, c.dtype, c.root, tuning);
       }
       if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
         return algos::BroadcastHierarchical(ctx, *tuning.topology, c.recv, c.count, c.dtype, c.root, tuning);
       }
-      return algos::BroadcastTree(ctx, c.recv, c.count, c.dtype, c.root, tuning);
+      return algos::BroadcastTree(ctx, c.recv, c.recv, c.count, c.dtype, c.root, tuning);
     case Collective::kReduce:
       if (algorithm == algos::Algorithm::kHierarchical && tuning.topology != nullptr) {
         return algos::ReduceHierarchical(ctx, *tuning.topology, c.send, c.recv, c.count, c.dtype, c.op, c.root, tuning);

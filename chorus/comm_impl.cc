@@ -432,6 +432,11 @@ Status CommunicatorImpl::RunChosen(algos::Context& ctx, const CollectiveCall& ca
 Result<IoPlace> CommunicatorImpl::PlaceOf(const CollectiveCall& call, const DeviceIo& io) const {
   Result<IoPlace> place = ClassifyIo(io);
   if (!place.ok()) return place.status().WithContext(CallName(call, rank_));  // the name only when it is needed
+  if (place.value() == IoPlace::kDevice && call.kind == algos::Collective::kBroadcast && call.send != call.recv &&
+      rank_ == call.root) {
+    return InvalidArgument(CallName(call, rank_) +
+                           ": out of place takes host buffers (device buffers: the CUDA-stream form, in place)");
+  }
   return place;
 }
 

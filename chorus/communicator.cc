@@ -96,6 +96,11 @@ Status Communicator::AllReduce(const void* send, void* recv, size_t count, DataT
 Status Communicator::Broadcast(void* buf, size_t count, DataType dtype, int root) {
   return impl_->Run(Call(Collective::kBroadcast, buf, buf, count, dtype, ReduceOp::kSum, root));
 }
+
+Status Communicator::Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  return impl_->Run(
+      Call(Collective::kBroadcast, rank() == root ? send : recv, recv, count, dtype, ReduceOp::kSum, root));
+}
 Status Communicator::Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) {
   return impl_->Run(Call(Collective::kReduce, send, recv, count, dtype, op, root));
 }
@@ -152,6 +157,11 @@ Work Communicator::IAllReduce(const void* send, void* recv, size_t count, DataTy
 }
 Work Communicator::IBroadcast(void* buf, size_t count, DataType dtype, int root) {
   return impl_->Post(Call(Collective::kBroadcast, buf, buf, count, dtype, ReduceOp::kSum, root));
+}
+
+Work Communicator::IBroadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  return impl_->Post(
+      Call(Collective::kBroadcast, rank() == root ? send : recv, recv, count, dtype, ReduceOp::kSum, root));
 }
 Work Communicator::IReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) {
   return impl_->Post(Call(Collective::kReduce, send, recv, count, dtype, op, root));

@@ -99,8 +99,11 @@ class Communicator {
   // reduce_scatter/scatter: elements each rank receives; all_to_all: elements per
   // peer). In-place: send == recv (all_gather: send == recv + rank*count elements).
   // Blocking forms return when this rank's part is done; I-forms return a Work.
+  // Broadcast out of place (as ncclBroadcast): the root's send lands in every rank's
+  // recv, its own included; other ranks ignore send. Host buffers only.
   Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   Status Broadcast(void* buf, size_t count, DataType dtype, int root);
+  Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root);
   Status Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root);
   Status AllGather(const void* send, void* recv, size_t count, DataType dtype);
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
@@ -111,6 +114,7 @@ class Communicator {
 
   Work IAllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   Work IBroadcast(void* buf, size_t count, DataType dtype, int root);
+  Work IBroadcast(const void* send, void* recv, size_t count, DataType dtype, int root);
   Work IReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root);
   Work IAllGather(const void* send, void* recv, size_t count, DataType dtype);
   Work IReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);

@@ -691,14 +691,14 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
   const bool copy = c->rank() == root && sendbuff != nullptr && sendbuff != recvbuff;
   const size_t bytes = count * chorus::DataTypeSize(k.type);
   g.issue = [=] {
-    // Out of place: the root broadcasts from recvbuff after copying its input there.
+    // Host buffers out of place: chorus's own form, which copies while it sends.
+    if (k.host) return c->IBroadcast(copy ? sendbuff : recvbuff, recvbuff, count, k.type, root);
+    // Device buffers: the root broadcasts from recvbuff after copying its input there.
     if (copy) {
-      Status st = k.host ? (std::memmove(recvbuff, sendbuff, bytes), Status::Ok())
-                         : chorus::kernels::cuda::CopyAsync(recvbuff, sendbuff, bytes, s);
+      Status st = chorus::kernels::cuda::CopyAsync(recvbuff, sendbuff, bytes, s);
       if (!st.ok()) return Work::Failed(st);
     }
-    return k.host ? c->IBroadcast(recvbuff, count, k.type, root)
-                  : c->Broadcast(recvbuff, count, k.type, root, chorus::CudaStream{s});
+    return c->Broadcast(recvbuff, count, k.type, root, chorus::CudaStream{s});
   };
   return Submit(std::move(g));
 }

@@ -124,14 +124,12 @@ bool Reduces(Algo a) {
          a == Algo::kAllReduceRabenseifner || a == Algo::kAllReduceTree || a == Algo::kReduce ||
          a == Algo::kReduceScatter || a == Algo::kReduceHierarchical || a == Algo::kReduceScatterHierarchical;
 }
-// Broadcast's algorithms: one buffer, so no in-place variant.
-bool OneBuffer(Algo a) {
-  return a == Algo::kBroadcast || a == Algo::kBroadcastChain || a == Algo::kBroadcastScatterAllGather ||
-         a == Algo::kBroadcastHierarchical;
-}
+// Broadcast's algorithms with one buffer only, so no out-of-place variant (the tree and
+// the chain have both).
+bool OneBuffer(Algo a) { return a == Algo::kBroadcastScatterAllGather || a == Algo::kBroadcastHierarchical; }
 bool Rooted(Algo a) {
-  return OneBuffer(a) || a == Algo::kReduce || a == Algo::kReduceHierarchical || a == Algo::kGather ||
-         a == Algo::kScatter;
+  return a == Algo::kBroadcast || a == Algo::kBroadcastChain || OneBuffer(a) || a == Algo::kReduce ||
+         a == Algo::kReduceHierarchical || a == Algo::kGather || a == Algo::kScatter;
 }
 // Collectives whose count is per rank block (buffers of n * count elements).
 bool Blocks(Algo a) {
@@ -245,19 +243,27 @@ Status RankBody(const Case& c, int n, int rank, const Context& ctx, std::unique_
     case Algo::kBroadcastChain:
     case Algo::kBroadcastScatterAllGather:
     case Algo::kBroadcastHierarchical: {
-      TypedBuffer buf(t, count);
-      if (rank == c.root) {
-        FillBytes(seed, c.root, 0, bytes, buf.data());
-      } else {
-        buf.Poison();
-      }
-      const auto broadcast = c.algo == Algo::kBroadcastChain              ? algos::BroadcastChain
-                             : c.algo == Algo::kBroadcastScatterAllGather ? algos::BroadcastScatterAllGather
-                                                                          : algos::BroadcastTree;
+      // The tree and the chain also out of place: the root's input in `send`.
+      const bool out_of_place = !c.in_place && (c.algo == Algo::kBroadcast || c.algo == Algo::kBroadcastChain);
+      TypedBuffer buf(t, count), send(t, out_of_place && rank == c.root ? count : 0);
+      buf.Poison();
+      if (rank == c.root) FillBytes(seed, c.root, 0, bytes, out_of_place ? send.data() : buf.data());
+      const void* from = out_of_place && rank == c.root ? send.data() : buf.data();
       const algos::Topology topo = HostsFor(c.algo, n);
-      CHORUS_RETURN_IF_ERROR(timed(c.algo == Algo::kBroadcastHierarchical
-                                       ? algos::BroadcastHierarchical(ctx, topo, buf.data(), count, t, c.root, tuning)
-                                       : broadcast(ctx, buf.data(), count, t, c.root, tuning)));
+      Status st;
+      switch (c.algo) {
+        case Algo::kBroadcastChain: st = algos::BroadcastChain(ctx, from, buf.data(), count, t, c.root, tuning); break;
+        case Algo::kBroadcastScatterAllGather:
+          st = algos::BroadcastScatterAllGather(ctx, buf.data(), count, t, c.root, tuning);
+          break;
+        case Algo::kBroadcastHierarchical:
+          st = algos::BroadcastHierarchical(ctx, topo, buf.data(), count, t, c.root, tuning);
+          break;
+        default: st = algos::BroadcastTree(ctx, from, buf.data(), count, t, c.root, tuning); break;
+      }
+      CHORUS_RETURN_IF_ERROR(timed(st));
+      if (send.count() > 0)
+        CHORUS_RETURN_IF_ERROR(AtRank(rank, "send", CheckBytes(seed, c.root, 0, bytes, send.data())));
       return AtRank(rank, "buffer", CheckBytes(seed, c.root, 0, bytes, buf.data()));
     }
     case Algo::kReduce:

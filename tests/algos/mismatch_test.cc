@@ -54,7 +54,7 @@ Call BroadcastCall(size_t count, int root) {
   const DataType t = DataType::kFloat32;
   return Call{Fingerprint(Collective::kBroadcast, count, t, ReduceOp::kSum, root), [=](const Context& ctx) {
                 std::vector<char> buf(count * DataTypeSize(t) + 1);
-                return algos::BroadcastTree(ctx, buf.data(), count, t, root, algos::Tuning());
+                return algos::BroadcastTree(ctx, buf.data(), buf.data(), count, t, root, algos::Tuning());
               }};
 }
 Call ScatterAllGatherCall(size_t count, int root) {

@@ -121,15 +121,17 @@ class ChorusBackend : public Backend {
   Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     CHORUS_RETURN_IF_ERROR(Ready());
     const bool on_stream = OnStream(recv);
+    // Host buffers: chorus's out-of-place form, which copies while it sends.
+    if (!on_stream && kernels::cuda::PointerKind(recv) != kernels::cuda::MemoryKind::kDevice) {
+      return comm_->Broadcast(send, recv, count, dtype, root);
+    }
     if (comm_->rank() == root && send != recv) {
       const size_t bytes = count * DataTypeSize(dtype);
       if (on_stream) {
         CHORUS_RETURN_IF_ERROR(kernels::cuda::CopyDeviceToDevice(recv, send, bytes, stream().handle));
-      } else if (kernels::cuda::PointerKind(recv) == kernels::cuda::MemoryKind::kDevice) {  // --blocking
+      } else {  // --blocking
         CHORUS_RETURN_IF_ERROR(kernels::cuda::CopyDeviceToDevice(recv, send, bytes, nullptr));
         CHORUS_RETURN_IF_ERROR(kernels::cuda::Synchronize(nullptr));
-      } else {
-        std::memcpy(recv, send, bytes);
       }
     }
     if (on_stream) return Enqueue(comm_->Broadcast(recv, count, dtype, root, stream()));
