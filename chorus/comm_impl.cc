@@ -205,14 +205,15 @@ Status CommunicatorImpl::Connect(const std::string& prefix, PhaseClock& phases) 
   for (int r = 0; r < rank_; ++r) local_rank_ += peers_[r].host_id == my_host;
   local_size_ = hosts.at(my_host).ranks;
 
-  // Every rank tunes alike: crowded where some host runs more ranks than it has cores.
+  // Every rank tunes alike: crowded where some machine runs more ranks than it has
+  // cores (the ranks of all its hosts: namespaces and containers share them).
   for (const auto& [id, h] : hosts) {
-    if (h.cores > 0) sc.model.crowding = std::max(sc.model.crowding, static_cast<double>(h.ranks) / h.cores);
-    if (h.cores > 0 && h.ranks > h.cores) {
+    if (h.cores > 0) sc.model.crowding = std::max(sc.model.crowding, static_cast<double>(h.machine_ranks) / h.cores);
+    if (h.cores > 0 && h.machine_ranks > h.cores) {
       tuning_.crowded_cores = true;
       if (rank_ == 0)
-        CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks on " << h.cores
-                            << " cores: large tree chunks wait for their credit");
+        CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks, its machine " << h.machine_ranks << ", on "
+                            << h.cores << " cores: large tree chunks wait for their credit");
     }
   }
 

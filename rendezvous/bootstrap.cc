@@ -164,10 +164,16 @@ Status Barrier(Store& store, const std::string& prefix, int rank, int size, Dead
 
 std::map<std::string, HostShare> HostShares(const std::vector<PeerInfo>& peers) {
   std::map<std::string, HostShare> hosts;
+  std::map<std::string, int> on_machine;
   for (const PeerInfo& p : peers) {
     HostShare& h = hosts[p.host_id];
     ++h.ranks;
     h.cores = std::max(h.cores, p.cores);
+    if (!p.machine.empty()) ++on_machine[p.machine];
+  }
+  for (const PeerInfo& p : peers) {
+    HostShare& h = hosts[p.host_id];
+    h.machine_ranks = std::max({h.machine_ranks, h.ranks, p.machine.empty() ? 0 : on_machine[p.machine]});
   }
   return hosts;
 }
@@ -184,6 +190,7 @@ std::string PeerInfo::Serialize() const {
   for (const auto& i : interfaces) out += "if=" + Escape(i) + "\n";
   if (cuda_ipc_off) out += "cuda_ipc=off\n";
   if (cores > 0) out += "cores=" + std::to_string(cores) + "\n";
+  if (!machine.empty()) out += "machine=" + Escape(machine) + "\n";
   if (tcp_lanes > 0) out += "tcp_lanes=" + std::to_string(tcp_lanes) + "\n";
   if (!pid_ns.empty()) out += "pid_ns=" + Escape(pid_ns) + "\n";
   if (shm != Shm::kNo) out += std::string("shm=") + (shm == Shm::kNeed ? "need" : "want") + "\n";
@@ -240,6 +247,8 @@ Result<PeerInfo> PeerInfo::Parse(const std::string& text) {
       if (!ParseInt(value, 0, &info.cores)) {
         return ProtocolError("peer info cores '" + Escape(value) + "' is not a count");
       }
+    } else if (key == "machine") {
+      info.machine = value;
     } else if (key == "pid_ns") {
       info.pid_ns = value;
     } else if (key == "shm") {
@@ -284,6 +293,7 @@ PeerInfo PeerInfo::Local(int rank) {
   const std::string net_ns = NamespaceId("net"), pid_ns = NamespaceId("pid");
   if (!net_ns.empty()) info.host_id += "/" + net_ns;
   info.pid_ns = boot_id + "/" + pid_ns;
+  info.machine = boot_id;
   info.pid = static_cast<int>(getpid());
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);  // the host's, not this process's affinity
   info.cores = cores > 0 ? static_cast<int>(cores) : 0;

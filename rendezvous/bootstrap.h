@@ -43,7 +43,10 @@ struct PeerInfo {
   std::vector<std::string> interfaces;  // "name=ip", IPv4 interfaces that are up
   bool cuda_ipc_off = false;            // CHORUS_CUDA_IPC=off here: no rank uses CUDA IPC
   int cores = 0;                        // online CPUs of this host (0: not known)
-  int tcp_lanes = 0;                    // CHORUS_TCP_LANES here (0: automatic)
+  // The kernel's boot id: hosts with equal ones (network namespaces, containers) are one
+  // machine and share its cores. "": not known.
+  std::string machine;
+  int tcp_lanes = 0;  // CHORUS_TCP_LANES here (0: automatic)
 
   // A versioned, line-based "key=value" text; values are %-escaped.
   std::string Serialize() const;
@@ -54,10 +57,12 @@ struct PeerInfo {
 };
 
 // Per host (host_id): how many ranks it runs and its cores (the most any of its ranks
-// reported; 0: not known).
+// reported; 0: not known), and how many ranks run on the machine it is part of (every
+// host of the same machine: they share those cores; its own where not known).
 struct HostShare {
   int ranks = 0;
   int cores = 0;
+  int machine_ranks = 0;
 };
 std::map<std::string, HostShare> HostShares(const std::vector<PeerInfo>& peers);
 

@@ -58,6 +58,7 @@ void PeerSeeds(const std::string& dir) {
   p.interfaces = {"eth0=10.0.0.1", "ib0=192.168.1.1"};
   p.cuda_ipc_off = true;
   p.cores = 64;
+  p.machine = "0b1c-boot";
   p.tcp_lanes = 4;
   p.pid_ns = "pid:[4026531836]";
   p.shm = rv::PeerInfo::Shm::kNeed;

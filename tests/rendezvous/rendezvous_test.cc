@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -275,6 +277,7 @@ TEST(PeerInfo, RoundTripWithAwkwardCharacters) {
   p.interfaces = {"eth0=10.0.0.7", "ib0=192.168.1.7"};
   p.cuda_ipc_off = true;
   p.cores = 96;
+  p.machine = "0b1c-boot";
   Result<PeerInfo> q = PeerInfo::Parse(p.Serialize());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q.value().rank, 12);
@@ -285,6 +288,7 @@ TEST(PeerInfo, RoundTripWithAwkwardCharacters) {
   EXPECT_EQ(q.value().interfaces, p.interfaces);
   EXPECT_TRUE(q.value().cuda_ipc_off);
   EXPECT_EQ(q.value().cores, 96);
+  EXPECT_EQ(q.value().machine, "0b1c-boot");
   p.cuda_ipc_off = false;
   p.cores = 0;  // not known: not sent, parsed as 0
   EXPECT_EQ(PeerInfo::Parse(p.Serialize()).value().cores, 0);
@@ -294,6 +298,29 @@ TEST(PeerInfo, RoundTripWithAwkwardCharacters) {
   EXPECT_FALSE(PeerInfo::Parse(p.Serialize()).value().cuda_ipc_off);
   // Unknown keys from a newer peer are skipped.
   EXPECT_TRUE(PeerInfo::Parse(p.Serialize() + "future=1\n").ok());
+}
+
+// Hosts on one machine (network namespaces, containers: one boot id) share its cores:
+// each counts the ranks of all of them; a host of unknown machine counts its own.
+TEST(PeerInfo, HostSharesCountTheRanksOfTheirMachine) {
+  auto peer = [](int rank, const std::string& host, const std::string& machine) {
+    PeerInfo p;
+    p.rank = rank;
+    p.host_id = host;
+    p.machine = machine;
+    p.cores = 2;
+    return p;
+  };
+  const std::map<std::string, HostShare> s =
+      HostShares({peer(0, "ns0", "boot-a"), peer(1, "ns0", "boot-a"), peer(2, "ns1", "boot-a"),
+                  peer(3, "ns1", "boot-a"), peer(4, "other", "boot-b"), peer(5, "old", "")});
+  EXPECT_EQ(s.at("ns0").ranks, 2);
+  EXPECT_EQ(s.at("ns0").machine_ranks, 4);
+  EXPECT_EQ(s.at("ns1").machine_ranks, 4);
+  EXPECT_EQ(s.at("other").machine_ranks, 1);
+  EXPECT_EQ(s.at("old").machine_ranks, 1);
+  EXPECT_EQ(s.at("ns0").cores, 2);
+  EXPECT_FALSE(PeerInfo::Local(0).machine.empty());  // Linux: /proc/sys/kernel/random/boot_id
 }
 
 TEST(PeerInfo, GarbageIsAnErrorNotACrash) {

@@ -75,7 +75,7 @@ struct ShmOptions {
   // A peer stopped (SIGSTOP, a debugger) this long while a request waits fails it.
   int64_t peer_timeout_ms = 30 * 1000;
   int64_t spin_us = 100;
-  bool crowded = false;           // more ranks than cores here: yield while polling
+  bool crowded = false;           // more ranks than cores on this machine: yield while polling
   int64_t early_cache_bytes = 0;  // buffers of early messages kept for reuse
   size_t ring_bytes = 0;          // 0: ShmRingBytes(local ranks); else a power of two (tests)
 };
