@@ -209,7 +209,7 @@ Status CommunicatorImpl::Connect(const std::string& prefix, PhaseClock& phases) 
   // cores (the ranks of all its hosts: namespaces and containers share them).
   for (const auto& [id, h] : hosts) {
     if (h.cores > 0) sc.model.crowding = std::max(sc.model.crowding, static_cast<double>(h.machine_ranks) / h.cores);
-    if (h.cores > 0 && h.machine_ranks > h.cores) {
+    if (h.crowded()) {
       tuning_.crowded_cores = true;
       if (rank_ == 0)
         CHORUS_INFO("host " << id << " runs " << h.ranks << " ranks, its machine " << h.machine_ranks << ", on "

@@ -94,7 +94,7 @@ Status Communicator::AllReduce(const void* send, void* recv, size_t count, DataT
   return impl_->Run(Call(Collective::kAllReduce, send, recv, count, dtype, op));
 }
 Status Communicator::Broadcast(void* buf, size_t count, DataType dtype, int root) {
-  return impl_->Run(Call(Collective::kBroadcast, buf, buf, count, dtype, ReduceOp::kSum, root));
+  return Broadcast(buf, buf, count, dtype, root);
 }
 
 Status Communicator::Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {
@@ -156,7 +156,7 @@ Work Communicator::IAllReduce(const void* send, void* recv, size_t count, DataTy
   return impl_->Post(Call(Collective::kAllReduce, send, recv, count, dtype, op));
 }
 Work Communicator::IBroadcast(void* buf, size_t count, DataType dtype, int root) {
-  return impl_->Post(Call(Collective::kBroadcast, buf, buf, count, dtype, ReduceOp::kSum, root));
+  return IBroadcast(buf, buf, count, dtype, root);
 }
 
 Work Communicator::IBroadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {

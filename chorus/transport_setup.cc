@@ -1,7 +1,5 @@
 #include "chorus/transport_setup.h"
 
-#include <unistd.h>
-
 #include <map>
 #include <optional>
 
@@ -55,7 +53,7 @@ transport::TcpOptions TcpOptionsFor(const Config& config, const std::string& bin
 }
 
 transport::ShmOptions ShmOptionsFor(const Config& config, int rank, int size, std::vector<int> local_ranks,
-                                    int machine_ranks, uint64_t comm_id) {
+                                    bool crowded, uint64_t comm_id) {
   transport::ShmOptions o;
   o.rank = rank;
   o.size = size;
@@ -71,9 +69,7 @@ transport::ShmOptions ShmOptionsFor(const Config& config, int rank, int size, st
   o.peer_timeout_ms = config.peer_timeout_ms;
   o.spin_us = config.spin_us;
   o.early_cache_bytes = config.scratch_cache_bytes;
-  // Crowded: the machine's ranks (of every host on it) outnumber its cores.
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  o.crowded = cores > 0 && std::max<long>(machine_ranks, static_cast<long>(o.local_ranks.size())) > cores;
+  o.crowded = crowded;
   return o;
 }
 
@@ -203,8 +199,8 @@ Result<TransportSetup> SetUpTransport(const Config& config, rendezvous::Store& s
   if (some_group) {
     std::string offer = "-";
     if (group.size() > 1) {
-      const int machine_ranks = shares.at(out.peers[rank].host_id).machine_ranks;
-      auto s = transport::ShmTransport::Create(ShmOptionsFor(config, rank, size, group, machine_ranks, comm_id));
+      const bool crowded = shares.at(out.peers[rank].host_id).crowded();
+      auto s = transport::ShmTransport::Create(ShmOptionsFor(config, rank, size, group, crowded, comm_id));
       offer = s.ok() ? "ok " + s.value()->path() : s.status().message();
       if (s.ok()) shm = std::move(s.value());
       phases.Mark("shm-create");

@@ -63,6 +63,8 @@ struct HostShare {
   int ranks = 0;
   int cores = 0;
   int machine_ranks = 0;
+  // Its machine runs more ranks than it has cores.
+  bool crowded() const { return cores > 0 && machine_ranks > cores; }
 };
 std::map<std::string, HostShare> HostShares(const std::vector<PeerInfo>& peers);
 
