@@ -22,9 +22,11 @@ constexpr double kReduceGbps = 8.0;
 // says where it was measured against the ring).
 constexpr double kRabenseifnerMaxChunks = 4;
 
-// Ranks per core k on the most crowded host: each rank runs a 1/k share of a core, and
-// its neighbours' spinning while they wait takes as much again, up to half of the core.
-double CrowdingFactor(double k) { return k <= 1 ? 1 : k * std::min(k, 2.0); }
+// Ranks per core k on the most crowded machine: each rank runs a 1/k share of a core,
+// and switching between them costs a little more; the constant is fitted to 2 and 4
+// ranks a core (docs/design/cost_model.md).
+constexpr double kCrowdingPerRank = 1.2;
+double CrowdingFactor(double k) { return k <= 1 ? 1 : std::max(1.0, kCrowdingPerRank * k); }
 
 double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
 
@@ -70,17 +72,19 @@ double AllReduceRabenseifner(int n, double s, const LinkCost& l) {
 // The double binary tree (allreduce_tree.cc): each tree carries half of S in C chunks of
 // TreeChunkBytes; the last chunk is back down after 2 depth + C - 1 chunk times, each
 // the busiest rank's k messages of a chunk (TreeSendsPerChunk: a rank sends one message
-// at a time, as the binomial broadcast's root) and its reduction of its own chunk with
-// two children's. Each message pays its latency.
+// at a time, as the binomial broadcast's root) and its sum of its own chunk with its
+// children's. The k messages are in flight together: one latency a chunk time. A last
+// level partly filled counts whole (on 3 ranks the tree measured slower than recursive
+// doubling's three steps).
 double TreeAllReduceUs(int n, double s, const LinkCost& l, size_t max_chunk) {
   if (n < 2) return 0;
-  const int depth = FloorLog2(n);
+  const int depth = CeilLog2(n);
   const double half = s / 2;
   const double chunk = std::min(half, static_cast<double>(TreeChunkBytes(static_cast<size_t>(half), n, max_chunk)));
   const double chunks = std::max(1.0, std::ceil(half / std::max(1.0, chunk)));
-  const double inputs = std::min(3, n);
+  const double added = std::min(3, n) - 1;  // inputs summed into a chunk: up to two children's
   return (2 * depth + chunks - 1) *
-         (TreeSendsPerChunk(n) * (l.latency_us + Us(chunk, l.gbps)) + Us(inputs * chunk, kReduceGbps));
+         (l.latency_us + TreeSendsPerChunk(n) * Us(chunk, l.gbps) + Us(added * chunk, kReduceGbps));
 }
 
 // A flat broadcast of s bytes among n ranks over l, the agreement not counted. Of C

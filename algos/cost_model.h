@@ -35,9 +35,9 @@ struct CostModel {
   // real runs leave them unset.
   std::optional<LinkCost> intra_cost, inter_cost;
   size_t chunk_bytes = 512 << 10;  // the algorithms' pipelining chunk
-  // Ranks per core on the most crowded host (1: a core each): every step there waits
+  // Ranks per core on the most crowded machine (1: a core each): every step there waits
   // for the scheduler as much as for the link, whatever the algorithm, so every
-  // prediction is scaled alike (k ranks a core: k times, twice that from 2 on).
+  // prediction is scaled alike, by a little more than k for k ranks a core.
   double crowding = 1.0;
 
   // Predicted microseconds of collective `c` of `bytes` (as Selector::Choose counts

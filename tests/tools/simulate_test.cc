@@ -7,6 +7,7 @@
 
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -141,6 +142,34 @@ TEST(SimulateTest, GivenLinksReplaceTheTableOnlyWhereSet) {
             table.PredictUs(Collective::kAllReduce, Algorithm::kRing, 64 << 20, 64));
 }
 
+// Ranks a core scale every prediction alike, as in a crowded real run: more than k times
+// for k ranks a core, and no choice changes.
+TEST(SimulateTest, RanksPerCoreScaleEveryPredictionAlike) {
+  const std::vector<std::string> args = {"--ranks-per-host", "2", "--ranks", "4,8", "-b", "8", "-e", "16M", "-f", "8"};
+  std::vector<std::string> crowded_args = args;
+  crowded_args.insert(crowded_args.end(), {"--ranks-per-core", "2"});
+  const std::vector<Row> alone = Simulate(Parse(args)), crowded = Simulate(Parse(crowded_args));
+  ASSERT_EQ(alone.size(), crowded.size());
+  std::optional<double> factor;
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(alone[i].chosen, crowded[i].chosen) << alone[i].bytes;
+    ASSERT_EQ(alone[i].predicted.size(), crowded[i].predicted.size());
+    for (size_t j = 0; j < alone[i].predicted.size(); ++j) {
+      const double a = alone[i].predicted[j].second, c = crowded[i].predicted[j].second;
+      if (a <= 0) continue;
+      if (!factor) factor = c / a;
+      EXPECT_NEAR(c / a, *factor, 1e-6 * *factor) << algos::AlgorithmName(alone[i].predicted[j].first);
+    }
+  }
+  ASSERT_TRUE(factor.has_value());
+  EXPECT_GT(*factor, 2.0);
+  // One rank a core or fewer: no change.
+  std::vector<std::string> spare_args = args;
+  spare_args.insert(spare_args.end(), {"--ranks-per-core", "0.5"});
+  EXPECT_EQ(Simulate(Parse(spare_args))[0].chosen_us, alone[0].chosen_us);
+  EXPECT_NE(FormatTable(Parse(crowded_args), crowded).find("2.0 ranks a core"), std::string::npos);
+}
+
 TEST(SimulateTest, BadFlagsAreNamed) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--inter-gbps", "100Gbit/s"}, "--inter-gbps takes GB/s"},
@@ -157,6 +186,8 @@ TEST(SimulateTest, BadFlagsAreNamed) {
       {{"-f", "1"}, "--stepfactor"},
       {{"--ranks"}, "--ranks needs a value"},
       {{"--frobnicate", "1"}, "unknown flag '--frobnicate'"},
+      {{"--ranks-per-core", "0"}, "--ranks-per-core takes ranks a core above 0"},
+      {{"--ranks-per-core", "2x"}, "--ranks-per-core takes ranks a core above 0"},
   };
   for (const auto& [args, want] : cases) {
     Result<SimOptions> o = ParseSimFlags(args);

@@ -7,6 +7,7 @@
 #
 #   tools/perf/cost_model_check.sh [--out DIR] [--bin PATH] [--placements "1x2 1x4 2x1 2x2"]
 #                                  [--colls "all_reduce broadcast all_gather reduce reduce_scatter"] [--rounds N]
+#                                  [--simulate "FLAGS"] [--sim PATH] [--analyze]
 #                                  [-- chorus_perf sweep args (default -b 8 -e 64M -f 8 -n 10 -w 3)]
 #
 # The variants run in turn, --rounds times (default 2), and each time is the median of
@@ -21,6 +22,12 @@
 # and DIR/predicted.csv: per forced algorithm and size, predicted against measured µs
 # and the error (what tools/simulate predicts at scale, checked where it can run:
 # e.g. --placements "1x2 1x4 1x8" --colls all_reduce); logs in DIR/logs.
+#
+# --simulate "FLAGS" also asks tools/simulate for every measured row, with FLAGS (links
+# measured here, e.g. "--inter-latency-us 5 --inter-gbps 3.5"), the placement's hosts
+# and its ranks a core on this machine: DIR/simulated.txt and .csv, and per placement how
+# many predictions fall within 25% of the measured times (--sim: a simulate binary, else
+# built). --analyze reads the logs already in DIR instead of running anything.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -29,6 +36,10 @@ bin=""
 placements="1x2 1x4 2x1 2x2"
 colls="all_reduce broadcast all_gather"
 rounds=2
+sim_flags=""
+sim=""
+simulate=0
+analyze=0
 while (($#)); do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -36,6 +47,9 @@ while (($#)); do
     --placements) placements=$2; shift 2 ;;
     --colls) colls=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --simulate) sim_flags=$2; simulate=1; shift 2 ;;
+    --sim) sim=$2; shift 2 ;;
+    --analyze) analyze=1; shift ;;
     --) shift; break ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "cost_model_check.sh: unknown flag '$1'" >&2; exit 2 ;;
@@ -43,7 +57,7 @@ while (($#)); do
 done
 sweep=("$@")
 ((${#sweep[@]})) || sweep=(-b 8 -e 64M -f 8 -n 10 -w 3)
-if [[ -z "$bin" ]]; then
+if ((!analyze)) && [[ -z "$bin" ]]; then
   (cd "$ROOT" && bazel build -c opt //tools/perf:chorus_perf >/dev/null 2>&1)
   bin="$ROOT/bazel-out/k8-opt/bin/tools/perf/chorus_perf"
 fi
@@ -87,6 +101,7 @@ run() {
 }
 
 for placement in $placements; do
+  ((analyze)) && break
   if [[ ${placement%x*} -gt 1 && $netns_up -eq 0 ]]; then
     if ! why=$("$two_nodes" check 2>&1); then
       echo "skipping $placement: $why"
@@ -109,9 +124,32 @@ for placement in $placements; do
   done
 done
 
-python3 - "$out" <<'EOF'
+# The simulator's predictions for each placement, as one CSV per placement.
+if ((simulate)); then
+  if [[ -z "$sim" ]]; then
+    (cd "$ROOT" && bazel build -c opt //tools/simulate:simulate >/dev/null 2>&1)
+    sim="$ROOT/bazel-out/k8-opt/bin/tools/simulate/simulate"
+  fi
+  range=()
+  for ((i = 0; i < ${#sweep[@]}; i++)); do
+    case "${sweep[$i]}" in -b | -e | -f) range+=("${sweep[$i]}" "${sweep[$((i + 1))]}") ;; esac
+  done
+  cores=$(nproc)
+  for placement in $placements; do
+    hosts=${placement%x*} local_n=${placement#*x}
+    n=$((hosts * local_n))
+    per_core=$(awk -v n="$n" -v c="$cores" 'BEGIN { print (n > c ? n / c : 1) }')
+    intra=shm
+    [[ "${CHORUS_TRANSPORT:-}" == tcp ]] && intra=tcp
+    # shellcheck disable=SC2086 # FLAGS are words for the simulator
+    "$sim" --csv --ranks "$n" --ranks-per-host "$local_n" --ranks-per-core "$per_core" --intra "$intra" \
+      --colls "$(tr ' ' , <<<"$colls")" "${range[@]}" $sim_flags >"$out/sim_$placement.csv"
+  done
+fi
+
+python3 - "$out" "$simulate" <<'EOF'
 import csv, glob, os, re, sys
-out = sys.argv[1]
+out, simulate = sys.argv[1], sys.argv[2] == "1"
 rows = {}  # (placement, coll, size) -> {variant: (us, chosen, predictions)}
 import statistics
 runs = {}  # (placement, coll, size, variant) -> [(us, chosen, predictions)] over rounds
@@ -180,4 +218,33 @@ with open(os.path.join(out, "predicted.csv"), "w", newline="") as f:
     w.writerow(["placement", "collective", "bytes", "algorithm", "predicted_us", "measured_us", "error_pct"])
     w.writerows(pvm)
 print("\n" + "\n".join(lines))
+if simulate:
+    # tools/simulate's prediction of each forced algorithm's measured time.
+    sim = {}  # (placement, coll, bytes, algorithm) -> predicted us
+    for path in glob.glob(os.path.join(out, "sim_*.csv")):
+        placement = os.path.basename(path)[4:-4]
+        for r in csv.DictReader(open(path)):
+            for key, v in r.items():
+                if key.endswith("_us") and key not in ("chosen_us", "bw_lb_us", "lat_lb_us") and v:
+                    sim[(placement, r["collective"], int(r["bytes"]), key[:-3])] = float(v)
+    srows, count = [], {}
+    for (placement, coll, size), v in sorted(rows.items()):
+        for a, (us, _) in sorted(v.items()):
+            p = sim.get((placement, coll, size, a))
+            if a == "auto" or p is None or us <= 0:
+                continue
+            srows.append([placement, coll, size, a, p, us, 100.0 * (p - us) / us])
+            c = count.setdefault(placement, [0, 0])
+            c[0] += abs(p - us) <= 0.25 * us
+            c[1] += 1
+    lines = ["%-6s %-10s %10s %-20s %12s %12s %8s" % ("place", "coll", "bytes", "forced", "simulated_us",
+                                                   "measured_us", "error")]
+    lines += ["%-6s %-10s %10d %-20s %12.1f %12.1f %7.0f%%" % tuple(r) for r in srows]
+    lines += ["simulated within 25%% of measured on %s: %d of %d" % (p, c[0], c[1]) for p, c in sorted(count.items())]
+    open(os.path.join(out, "simulated.txt"), "w").write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "simulated.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["placement", "collective", "bytes", "algorithm", "simulated_us", "measured_us", "error_pct"])
+        w.writerows(srows)
+    print("\n" + "\n".join(lines))
 EOF

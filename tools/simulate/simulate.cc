@@ -62,6 +62,16 @@ Result<double> ParseGbps(const std::string& flag, const std::string& text) {
   return v;
 }
 
+Result<double> ParseRanksPerCore(const std::string& flag, const std::string& text) {
+  std::string suffix;
+  Result<double> v = ParseNumber(flag, text, &suffix);
+  if (!v.ok()) return v.status();
+  if (!suffix.empty() || v.value() <= 0) {
+    return InvalidArgument(flag + " takes ranks a core above 0 (e.g. 2 for 4 ranks on 2 cores), got '" + text + "'");
+  }
+  return v;
+}
+
 Result<int> ParseCount(const std::string& flag, const std::string& text, const char* what) {
   errno = 0;
   char* end = nullptr;
@@ -158,6 +168,8 @@ std::string SimUsage() {
          "  --inter-gbps GB/S            replace the between-host bandwidth, GB/s (bytes; 100 Gbit/s\n"
          "                               is 12.5); a host's ranks share it where the model says so\n"
          "  --ranks-per-host N           ranks on each host, in rank order (default 8)\n"
+         "  --ranks-per-core K           ranks a core on the most crowded machine (default 1: a core\n"
+         "                               each); above 1 every prediction is scaled as real runs are\n"
          "  --ranks N,N,...              world sizes (default 16,64,256,1024,4096)\n"
          "  --colls NAME,...             collectives (default all_reduce,all_gather,reduce_scatter,broadcast)\n"
          "  -b/--minbytes SIZE           smallest size (default 8; K/M/G suffixes)\n"
@@ -226,6 +238,8 @@ Result<SimOptions> ParseSimFlags(const std::vector<std::string>& args) {
       take(ParseGbps(flag, value), inter_gbps);
     } else if (flag == "--ranks-per-host") {
       take(ParseCount(flag, value, "a number of ranks per host"), o.ranks_per_host);
+    } else if (flag == "--ranks-per-core") {
+      take(ParseRanksPerCore(flag, value), o.model.crowding);
     } else if (flag == "--ranks") {
       o.world_sizes.clear();
       for (const std::string& part : SplitCommas(value)) {
@@ -346,7 +360,9 @@ std::string FormatTable(const SimOptions& options, const std::vector<Row>& rows)
   const algos::CostModel& m = options.model;
   std::string out =
       "# The selector's cost model (algos/cost_model.cc), hosts of " + std::to_string(options.ranks_per_host) +
-      " ranks in rank order.\n"
+      " ranks in rank order" +
+      (m.crowding > 1 ? ", " + Fixed(m.crowding) + " ranks a core (every time scaled as crowded runs are)" : "") +
+      ".\n"
       "# Within hosts: " +
       LinkText(m.intra, m.IntraCost()) + (m.intra_cost ? " (given)" : " (table)") +
       "; between hosts: " + LinkText(m.inter, m.InterCost()) + (m.inter_cost ? " (given)" : " (table)") +
