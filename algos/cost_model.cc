@@ -221,11 +221,14 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       const double t = BroadcastUs(a, n, s, flat, chunk_bytes);
       return t < 0 ? t : agree + t;
     }
-    case Collective::kAllGather:  // s: the whole output
-      if (a == Algorithm::kRing) return (n - 1) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
+    case Collective::kAllGather: {  // s: the whole output
+      // Every algorithm also copies the rank's own block into the output, a copy as fast
+      // as shared memory's.
+      const double own = Us(s / n, CostOf(LinkKind::kShm).gbps);
+      if (a == Algorithm::kRing) return own + (n - 1) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
       if (a == Algorithm::kRecursiveDoubling) {
         if (!IsPowerOfTwo(n)) return -1;
-        return CeilLog2(n) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
+        return own + CeilLog2(n) * flat.latency_us + double(n - 1) / n * Us(s, flat.gbps);
       }
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;
@@ -236,9 +239,10 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         const LinkCost shared{out.latency_us, out.gbps / local};
         const double across = (hosts - 1) * shared.latency_us + double(hosts - 1) / hosts * Us(s / local, shared.gbps);
         const double within = hosts * (local - 1) * in.latency_us + double(local - 1) / local * Us(s, in.gbps);
-        return across + within;
+        return own + across + within;
       }
       return -1;
+    }
     case Collective::kReduceScatter: {  // s: the whole input (as CollectiveCall::bytes), n blocks
       const double block = s / n;
       if (a == Algorithm::kHierarchical) {
