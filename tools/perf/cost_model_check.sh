@@ -209,15 +209,23 @@ with open(os.path.join(out, "rows.csv"), "w", newline="") as f:
                 "prediction_over_measured"])
     w.writerows(csv_rows)
 print("\n".join(table))
-lines = ["%-6s %-10s %10s %-20s %12s %12s %8s" % ("place", "coll", "bytes", "forced", "predicted_us", "measured_us",
-                                               "error")]
-lines += ["%-6s %-10s %10d %-20s %12.1f %12.1f %7.0f%%" % tuple(r) for r in pvm]
-open(os.path.join(out, "predicted.txt"), "w").write("\n".join(lines) + "\n")
-with open(os.path.join(out, "predicted.csv"), "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["placement", "collective", "bytes", "algorithm", "predicted_us", "measured_us", "error_pct"])
-    w.writerows(pvm)
-print("\n" + "\n".join(lines))
+
+
+def write_against_measured(name, rows_out, tail=()):
+    """DIR/NAME.txt (printed) and .csv: per forced algorithm and size, NAME_us beside the measured time."""
+    col = name + "_us"
+    lines = ["%-6s %-10s %10s %-20s %12s %12s %8s" % ("place", "coll", "bytes", "forced", col, "measured_us", "error")]
+    lines += ["%-6s %-10s %10d %-20s %12.1f %12.1f %7.0f%%" % tuple(r) for r in rows_out]
+    lines += list(tail)
+    open(os.path.join(out, name + ".txt"), "w").write("\n".join(lines) + "\n")
+    with open(os.path.join(out, name + ".csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["placement", "collective", "bytes", "algorithm", col, "measured_us", "error_pct"])
+        w.writerows(rows_out)
+    print("\n" + "\n".join(lines))
+
+
+write_against_measured("predicted", pvm)
 if simulate:
     # tools/simulate's prediction of each forced algorithm's measured time.
     sim = {}  # (placement, coll, bytes, algorithm) -> predicted us
@@ -237,14 +245,6 @@ if simulate:
             c = count.setdefault(placement, [0, 0])
             c[0] += abs(p - us) <= 0.25 * us
             c[1] += 1
-    lines = ["%-6s %-10s %10s %-20s %12s %12s %8s" % ("place", "coll", "bytes", "forced", "simulated_us",
-                                                   "measured_us", "error")]
-    lines += ["%-6s %-10s %10d %-20s %12.1f %12.1f %7.0f%%" % tuple(r) for r in srows]
-    lines += ["simulated within 25%% of measured on %s: %d of %d" % (p, c[0], c[1]) for p, c in sorted(count.items())]
-    open(os.path.join(out, "simulated.txt"), "w").write("\n".join(lines) + "\n")
-    with open(os.path.join(out, "simulated.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["placement", "collective", "bytes", "algorithm", "simulated_us", "measured_us", "error_pct"])
-        w.writerows(srows)
-    print("\n" + "\n".join(lines))
+    write_against_measured("simulated", srows, ["simulated within 25%% of measured on %s: %d of %d" % (p, c[0], c[1])
+                                                for p, c in sorted(count.items())])
 EOF
