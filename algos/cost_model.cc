@@ -26,7 +26,7 @@ constexpr double kRabenseifnerMaxChunks = 4;
 // and switching between them costs a little more; the constant is fitted to 2 and 4
 // ranks a core (docs/design/cost_model.md).
 constexpr double kCrowdingPerRank = 1.2;
-double CrowdingFactor(double k) { return k <= 1 ? 1 : std::max(1.0, kCrowdingPerRank * k); }
+double CrowdingFactor(double k) { return k <= 1 ? 1 : kCrowdingPerRank * k; }
 
 double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
 
@@ -71,11 +71,10 @@ double AllReduceRabenseifner(int n, double s, const LinkCost& l) {
 
 // The double binary tree (allreduce_tree.cc): each tree carries half of S in C chunks of
 // TreeChunkBytes; the last chunk is back down after 2 depth + C - 1 chunk times, each
-// the busiest rank's k messages of a chunk (TreeSendsPerChunk: a rank sends one message
-// at a time, as the binomial broadcast's root) and its sum of its own chunk with its
-// children's. The k messages are in flight together: one latency a chunk time. A last
-// level partly filled counts whole (on 3 ranks the tree measured slower than recursive
-// doubling's three steps).
+// the busiest rank's k messages of a chunk (TreeSendsPerChunk), sent back to back so
+// that their bytes add up and their latencies overlap, and its sum of its own chunk with
+// its children's. A last level partly filled counts whole (on 3 ranks the tree measured
+// slower than recursive doubling's three steps).
 double TreeAllReduceUs(int n, double s, const LinkCost& l, size_t max_chunk) {
   if (n < 2) return 0;
   const int depth = CeilLog2(n);
