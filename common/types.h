@@ -41,6 +41,8 @@ struct TrafficCounters {
   // Large messages this rank read straight out of the sender's memory (shared memory's
   // single copy), not streamed to it through a ring.
   uint64_t read_messages = 0;
+  // Pieces of such messages this rank wrote into its reader's buffer, helping it read.
+  uint64_t written_pieces = 0;
   // Calls on device buffers (every form), by the way they ran: through CUDA IPC (ranks
   // of one host reading each other's buffers), or staged through host memory.
   uint64_t device_calls_ipc = 0;

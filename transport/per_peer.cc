@@ -57,6 +57,7 @@ TrafficCounters PerPeerTransport::counters() const {
     sum.early_messages += c.early_messages;
     sum.early_bytes += c.early_bytes;
     sum.read_messages += c.read_messages;
+    sum.written_pieces += c.written_pieces;
   }
   return sum;
 }

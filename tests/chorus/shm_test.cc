@@ -300,6 +300,74 @@ TEST(ShmSingleCopy, CrowdedAutoReadsNone) {
   ExpectReads(ShmSingleCopy::kAuto, false);
 }
 
+// A large message is read together with its sender: the receiver reads pieces while the
+// sender, waiting for its kAck, writes others into the receiver's buffer. Every byte
+// lands where it belongs (a pattern, not a constant; a last piece cut short), and the
+// idle sender wrote some of the pieces.
+TEST(ShmSingleCopy, SenderWritesPiecesOfLargeMessagesIntoTheReader) {
+  ShmDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  Options o = ShmOptions(dir.path(), TransportMode::kShm, ShmSingleCopy::kOn);
+  Config c = *o.config;
+  c.chunk_bytes = size_t{64} << 20;  // one message per broadcast
+  o.config = c;
+  ExpectAllOk(RunRanks(2, [&](int rank) {
+    auto comm = Communicator::Create(o);
+    RANK_OK(comm.status());
+    Communicator& cm = **comm;
+    const size_t count = ((size_t{40} << 20) + 12) / sizeof(int32_t);
+    std::vector<int32_t> v(count);
+    for (int round = 0; round < 10; ++round) {
+      for (size_t i = 0; i < count; ++i) v[i] = rank == 0 ? static_cast<int32_t>(i * 7 + round) : -1;
+      RANK_OK(cm.Broadcast(v.data(), count, DataType::kInt32, 0));
+      for (size_t i = 0; i < count; ++i) {
+        RANK_CHECK(v[i] == static_cast<int32_t>(i * 7 + round),
+                   "round " + std::to_string(round) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
+      }
+    }
+    const TrafficCounters t = cm.Counters();
+    RANK_CHECK(rank != 1 || t.read_messages == 10, "rank 1 read " + std::to_string(t.read_messages) + " messages");
+    RANK_CHECK(rank != 0 || t.written_pieces > 0, "rank 0 wrote no piece of 10 messages of 40 MiB into rank 1");
+    RANK_CHECK(rank != 1 || t.written_pieces == 0, "rank 1 only received, yet wrote pieces");
+    return 0;
+  }));
+}
+
+// A sender killed while it helps its reader (broadcasts of 40 MiB, read together) is
+// named by the reader, which may be waiting for the piece the sender was writing.
+TEST(ShmSingleCopy, SenderKilledWhileWritingIsNamedByItsReader) {
+  ShmDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  Options o = ShmOptions(dir.path(), TransportMode::kShm, ShmSingleCopy::kOn);
+  Config c = *o.config;
+  c.chunk_bytes = size_t{64} << 20;
+  o.config = c;
+  auto exits = RunRanks(
+      2,
+      [&](int rank) {
+        auto comm = Communicator::Create(o);
+        RANK_OK(comm.status());
+        Communicator& cm = **comm;
+        std::vector<int32_t> v((size_t{40} << 20) / sizeof(int32_t), 7);
+        RANK_OK(cm.Broadcast(v.data(), v.size(), DataType::kInt32, 0));
+        if (rank == 0) {
+          std::vector<Work> works;
+          for (int i = 0; i < 20; ++i) works.push_back(cm.IBroadcast(v.data(), v.size(), DataType::kInt32, 0));
+          usleep(20 * 1000);
+          kill(getpid(), SIGKILL);
+        }
+        Status st;
+        for (int i = 0; i < 500 && st.ok(); ++i) st = cm.Broadcast(v.data(), v.size(), DataType::kInt32, 0);
+        RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
+        RANK_CHECK(st.message().find("rank 0") != std::string::npos, st.message());
+        return 0;
+      },
+      {.timeout_seconds = 60});
+  EXPECT_EQ(exits[0].signal, SIGKILL) << exits[0].Describe();
+  EXPECT_TRUE(exits[1].exited && exits[1].code == 0) << exits[1].Describe();
+  EXPECT_TRUE(dir.Files().empty()) << dir.Files().size() << " files left in " << dir.path();
+}
+
 // The processes watched for their death are the peers a rank exchanged with, not every
 // rank of the host: after a ring all-reduce among 12 ranks, each holds a pidfd for its
 // two ring neighbours only. And the ring still names a neighbour killed afterwards.

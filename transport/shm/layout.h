@@ -4,6 +4,7 @@
 // the writer moves `head`, the reader `tail`, each on its own cache line.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +28,10 @@ struct alignas(kLine) Control {
   alignas(kLine) std::atomic<uint32_t> sleepers{0};  // the owner's threads asleep on the doorbell
   alignas(kLine) std::atomic<uint32_t> alert{0};     // bumped by a peer whose state changed
   alignas(kLine) std::atomic<uint32_t> state{0};     // PeerState of the owner
-  char reason[480] = {};                             // the owner's abort reason, written before state
+  // The owner reads a large message out of a peer's memory: busy, it would not help
+  // a reader of its own messages (kPut) before it is done.
+  alignas(kLine) std::atomic<uint32_t> reading{0};
+  char reason[480] = {};  // the owner's abort reason, written before state
 };
 
 // The ring from one peer into the owner.
@@ -37,6 +41,11 @@ struct alignas(kLine) Slot {
   // Set by the owner at set-up: it can read the peer's memory (process_vm_readv), so
   // the peer may send large messages as an address instead of through the ring.
   alignas(kLine) std::atomic<uint32_t> single_copy{0};
+  // A large message the owner reads and the peer writes together (kPut): each takes
+  // the next piece from `claim` (ClaimWord: the message's cookie and the next piece),
+  // and the peer counts the pieces it wrote in `written` (kWriteFailed: one failed).
+  alignas(kLine) std::atomic<uint64_t> claim{0};
+  alignas(kLine) std::atomic<uint64_t> written{0};
 };
 
 enum class FrameType : uint32_t {
@@ -47,6 +56,9 @@ enum class FrameType : uint32_t {
   kRts = 2,
   kAck = 3,  // the message `cookie` sent by kRts was read (arg: AckStatus)
   kCts = 4,  // its receive is posted: send message `cookie` as kData frames (which carry the cookie)
+  // The receiver of message `cookie` (sent by kRts with an address) reads it in pieces:
+  // write the pieces you claim (Slot::claim) at its address `arg`, until none is left.
+  kPut = 5,
 };
 
 enum class AckStatus : uint64_t { kRead = 0, kDiscarded = 1, kReadFailed = 2 };
@@ -65,6 +77,30 @@ static_assert(sizeof(Frame) == 48, "frame header layout");
 
 inline constexpr size_t AlignLine(size_t n) { return (n + kLine - 1) & ~(kLine - 1); }
 inline constexpr size_t FrameBytes(size_t payload) { return AlignLine(sizeof(Frame) + payload); }
+
+// A message read together is cut in pieces of an eighth, 64 KiB to 1 MiB (both sides
+// compute the same), at most 2^kPieceBits of them.
+constexpr uint64_t kPieceBits = 24;
+inline constexpr uint64_t PieceBytes(uint64_t total) {
+  const uint64_t eighth =
+      std::min<uint64_t>(std::max<uint64_t>((total / 8 + 4095) & ~uint64_t{4095}, 64 << 10), 1 << 20);
+  return std::max<uint64_t>(eighth, (total >> kPieceBits) + 1);
+}
+inline constexpr uint64_t Pieces(uint64_t total) { return (total + PieceBytes(total) - 1) / PieceBytes(total); }
+inline constexpr uint64_t ClaimWord(uint64_t cookie, uint64_t piece) { return (cookie << kPieceBits) | piece; }
+constexpr uint64_t kWriteFailed = uint64_t{1} << 63;
+
+// Takes the next of the `pieces` of message `cookie`: false once none is left, or the
+// slot holds another message (a late kPut).
+inline bool ClaimPiece(std::atomic<uint64_t>& claim, uint64_t cookie, uint64_t pieces, uint64_t* piece) {
+  uint64_t w = claim.load(std::memory_order_acquire);
+  do {
+    if ((w >> kPieceBits) != (ClaimWord(cookie, 0) >> kPieceBits)) return false;
+    *piece = w & ((uint64_t{1} << kPieceBits) - 1);
+    if (*piece >= pieces) return false;
+  } while (!claim.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+  return true;
+}
 
 inline constexpr size_t SlotBytes(size_t ring_bytes) { return sizeof(Slot) + ring_bytes; }
 inline constexpr size_t SegmentBytes(int nslots, size_t ring_bytes) {

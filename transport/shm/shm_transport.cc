@@ -14,6 +14,11 @@
 
 #include "common/log.h"
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace chorus::transport {
 using namespace shm;  // NOLINT: the layout's words are this file's vocabulary
 
@@ -26,18 +31,30 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 // A spinning waiter takes the lock without work in sight this often (deadlines).
 constexpr auto kHousekeeping = std::chrono::microseconds(500);
 
-// Whether process `pid` is stopped: state T (a signal) or t (a tracer) in /proc.
-bool ProcessStopped(pid_t pid) {
+// Process `pid`'s state in /proc (R, S, T, Z, ...), or 0 where it has none.
+char ProcessState(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
   std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return false;
+  if (f == nullptr) return 0;
   char buf[512];
   const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
   std::fclose(f);
   buf[n] = '\0';
   const char* paren = std::strrchr(buf, ')');  // the command name may hold anything
-  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+  return paren != nullptr && paren[1] == ' ' ? paren[2] : 0;
+}
+
+// Stopped: by a signal (T) or a tracer (t).
+bool ProcessStopped(pid_t pid) {
+  const char s = ProcessState(pid);
+  return s == 'T' || s == 't';
+}
+
+// Exited (a zombie not yet reaped counts), or never was.
+bool ProcessGone(pid_t pid) {
+  const char s = ProcessState(pid);
+  return s == 0 || s == 'Z' || s == 'X';
 }
 
 int64_t NowNs(Clock::time_point t) {
@@ -50,6 +67,47 @@ Clock::time_point CoarseNow() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+// Copies `bytes` between this process's `local` and process pid's `remote`, reading
+// them (process_vm_readv) or writing them (process_vm_writev): 0, or the errno.
+int CopyWithProcess(pid_t pid, char* local, uint64_t remote, uint64_t bytes, bool write) {
+  if (pid == getpid()) {
+    if (bytes == 0) return 0;
+    void* there = reinterpret_cast<void*>(remote);
+    write ? std::memcpy(there, local, bytes) : std::memcpy(local, there, bytes);
+    return 0;
+  }
+  uint64_t done = 0;
+  while (done < bytes) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes - done, uint64_t{1} << 30));
+    struct iovec mine = {local + done, n};
+    struct iovec theirs = {reinterpret_cast<void*>(remote + done), n};
+    const ssize_t got =
+        write ? process_vm_writev(pid, &mine, 1, &theirs, 1, 0) : process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return got < 0 ? errno : EIO;
+    done += static_cast<uint64_t>(got);
+  }
+  return 0;
+}
+
+// Between threads of one process (tests), ThreadSanitizer sees no order through the
+// segments, mapped once per rank at two addresses: a buffer written by the sender for
+// its reader (kPut) is handed over by these, keyed by the buffer's address.
+inline void HandOver(const void* buf) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(const_cast<void*>(buf));
+#else
+  (void)buf;
+#endif
+}
+inline void TakeOver(const void* buf) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(const_cast<void*>(buf));
+#else
+  (void)buf;
+#endif
 }
 
 inline void CpuRelax() {
@@ -471,6 +529,7 @@ Status ShmTransport::OnFrame(Peer& p, const Frame& f, const char* payload) {
       return Status::Ok();
     case FrameType::kAck: OnAck(p, f); return Status::Ok();
     case FrameType::kCts: OnCts(p, f); return Status::Ok();
+    case FrameType::kPut: OnPut(p, f); return Status::Ok();
     default: break;
   }
   return ProtocolError("rank " + std::to_string(opts_.rank) + ": a malformed frame (type " +
@@ -586,33 +645,18 @@ void ShmTransport::OnCts(Peer& p, const Frame& f) {
 }
 
 Status ShmTransport::ReadRemote(Peer& p, void* dst, uint64_t addr, uint64_t bytes) {
-  if (p.pid == getpid()) {
-    if (bytes > 0) std::memcpy(dst, reinterpret_cast<const void*>(addr), bytes);
-  } else {
-    uint64_t done = 0;
-    while (done < bytes) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes - done, uint64_t{1} << 30));
-      struct iovec local = {static_cast<char*>(dst) + done, n};
-      struct iovec remote = {reinterpret_cast<void*>(addr + done), n};
-      const ssize_t got = process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        const int err = got < 0 ? errno : EIO;
-        // A sender that aborted (its buffer may be gone: EFAULT) or died (ESRCH) is the
-        // cause to name, with its own reason.
-        if (p.ctl->state.load(std::memory_order_seq_cst) != static_cast<uint32_t>(PeerState::kRunning)) {
-          return PeerStateError(p);
-        }
-        if (err == ESRCH) {
-          return PeerFailed(PeerDesc(p.rank) + " exited while rank " + std::to_string(opts_.rank) +
-                            " read its message");
-        }
-        return IoError("rank " + std::to_string(opts_.rank) + ": reading a message of " + std::to_string(bytes) +
-                           " bytes from " + PeerDesc(p.rank) + "'s memory",
-                       err);
-      }
-      done += static_cast<uint64_t>(got);
+  if (const int err = CopyWithProcess(p.pid, static_cast<char*>(dst), addr, bytes, false)) {
+    // A sender that aborted (its buffer may be gone: EFAULT) or died (ESRCH) is the
+    // cause to name, with its own reason.
+    if (p.ctl->state.load(std::memory_order_seq_cst) != static_cast<uint32_t>(PeerState::kRunning)) {
+      return PeerStateError(p);
     }
+    if (err == ESRCH) {
+      return PeerFailed(PeerDesc(p.rank) + " exited while rank " + std::to_string(opts_.rank) + " read its message");
+    }
+    return IoError("rank " + std::to_string(opts_.rank) + ": reading a message of " + std::to_string(bytes) +
+                       " bytes from " + PeerDesc(p.rank) + "'s memory",
+                   err);
   }
   // The sender may have aborted (and its caller reused the buffer) while we read: the
   // bytes are good only if it was still running after the read.
@@ -620,6 +664,64 @@ Status ShmTransport::ReadRemote(Peer& p, void* dst, uint64_t addr, uint64_t byte
     return PeerStateError(p);
   }
   return Status::Ok();
+}
+
+Status ShmTransport::ReadTogether(Peer& p, char* dst, uint64_t addr, uint64_t bytes, uint64_t cookie) {
+  Slot& slot = *p.in;
+  const uint64_t piece = PieceBytes(bytes), pieces = Pieces(bytes);
+  slot.written.store(0, std::memory_order_relaxed);
+  slot.claim.store(ClaimWord(cookie, 0), std::memory_order_release);
+  HandOver(dst);
+  SendControl(p, FrameType::kPut, cookie, reinterpret_cast<uint64_t>(dst));
+  Status st;
+  uint64_t mine = 0, i = 0;
+  while (ClaimPiece(slot.claim, cookie, pieces, &i)) {
+    ++mine;  // after a failure, pieces are still taken: none is left for the sender
+    if (st.ok()) st = ReadRemote(p, dst + i * piece, addr + i * piece, std::min(piece, bytes - i * piece));
+  }
+  // The sender's pieces: each is a copy already under way, unless the sender died or
+  // froze while it wrote, which only its process tells. A frozen one may still write
+  // into the buffer: the whole transport stops.
+  const auto limit = Clock::now() + std::chrono::milliseconds(opts_.peer_timeout_ms);
+  uint64_t written = 0;
+  for (unsigned looks = 1; ((written = slot.written.load(std::memory_order_acquire)) & ~kWriteFailed) < pieces - mine;
+       ++looks) {
+    if (looks % 1024 == 0) {
+      const bool gone = ProcessGone(p.pid);
+      if (gone || Clock::now() > limit) {
+        AbortLocked(PeerFailed(PeerDesc(p.rank) + (gone ? " exited" : " froze") + " while it wrote its part of a " +
+                               std::to_string(bytes) + "-byte message into rank " + std::to_string(opts_.rank) +
+                               "'s buffer"));
+        return abort_status_;
+      }
+    }
+    opts_.crowded ? static_cast<void>(sched_yield()) : CpuRelax();
+  }
+  if (p.pid == getpid()) TakeOver(dst);
+  // A piece the sender could not write: read the whole message instead.
+  if (st.ok() && (written & kWriteFailed) != 0) st = ReadRemote(p, dst, addr, bytes);
+  return st;
+}
+
+void ShmTransport::OnPut(Peer& p, const Frame& f) {
+  // The send waits for its kAck, which the receiver sends once every piece is in.
+  const auto it =
+      std::find_if(p.awaiting_ack.begin(), p.awaiting_ack.end(), [&](const auto& a) { return a.first == f.cookie; });
+  if (it == p.awaiting_ack.end()) return;
+  BasicRequest& send = *it->second;
+  const uint64_t bytes = send.bytes(), piece = PieceBytes(bytes);
+  const bool same_process = p.pid == getpid();
+  void* dst = reinterpret_cast<void*>(f.arg);
+  uint64_t i = 0;
+  while (ClaimPiece(p.out->claim, f.cookie, Pieces(bytes), &i)) {
+    const uint64_t off = i * piece;
+    if (same_process) TakeOver(dst);
+    const bool ok = CopyWithProcess(p.pid, send.buf() + off, f.arg + off, std::min(piece, bytes - off), true) == 0;
+    if (same_process) HandOver(dst);
+    p.out->written.fetch_add(ok ? 1 : 1 | kWriteFailed, std::memory_order_release);
+    if (!ok) break;
+    written_pieces_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void ShmTransport::Deliver(Peer& p, Early& e, const BasicRequestPtr& r) {
@@ -633,7 +735,13 @@ void ShmTransport::Deliver(Peer& p, Early& e, const BasicRequestPtr& r) {
     return SendControl(p, FrameType::kCts, e.cookie, 0);
   }
   if (e.rts) {
-    st = ReadRemote(p, r->buf(), e.addr, e.total);
+    // Where the sender can write into this rank, it is asked to help, unless it is
+    // reading too (an exchange: each of two ranks reading together would cut its own
+    // read into pieces for nothing). Flag first, then look: one of two sees the other.
+    ctl_->reading.store(1, std::memory_order_seq_cst);
+    const bool together = e.total >= kTogetherMinBytes && p.single_copy && p.ctl->reading.load() == 0;
+    st = together ? ReadTogether(p, r->buf(), e.addr, e.total, e.cookie) : ReadRemote(p, r->buf(), e.addr, e.total);
+    ctl_->reading.store(0, std::memory_order_release);
     read_messages_.fetch_add(1, std::memory_order_relaxed);
     SendControl(p, FrameType::kAck, e.cookie,
                 static_cast<uint64_t>(st.ok() ? AckStatus::kRead : AckStatus::kReadFailed));

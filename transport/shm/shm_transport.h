@@ -5,7 +5,10 @@
 // receiver: where the receiver can read the sender's memory (process_vm_readv; not
 // where ptrace rules forbid it, as in Docker) it copies the message straight into its
 // buffer and answers kAck (one copy); elsewhere it answers kCts and the sender streams
-// kData frames, which land in the posted buffer (two copies).
+// kData frames, which land in the posted buffer (two copies). From kTogetherMinBytes
+// the receiver asks the sender to help (kPut): while it reads pieces of the message,
+// the sender, idle until the kAck, writes others into the receiver's buffer
+// (process_vm_writev), so two cores copy it.
 //
 // Who drives: the thread that waits on a request (application progress): it drains
 // the incoming rings, pushes queued frames, checks deadlines, polling for spin_us after
@@ -55,6 +58,8 @@ size_t ShmRingBytes(int local_ranks);
 // Messages from this size wait for their receive (kRts), then go by single copy where
 // the receiver can read the sender.
 constexpr uint64_t kLargeMinBytes = 32 << 10;
+// Messages read by single copy from this size are read together with their sender.
+constexpr uint64_t kTogetherMinBytes = 512 << 10;
 // Early messages up to this size are kept inside their record, not in a cached buffer.
 constexpr size_t kShmEarlyInlineBytes = 256;
 
@@ -110,6 +115,7 @@ class ShmTransport final : public Transport, public RequestDriver {
     c.early_messages = early_messages_.load(std::memory_order_relaxed);
     c.early_bytes = early_bytes_.load(std::memory_order_relaxed);
     c.read_messages = read_messages_.load(std::memory_order_relaxed);
+    c.written_pieces = written_pieces_.load(std::memory_order_relaxed);
     return c;
   }
   void Drive(BasicRequest& req, Deadline deadline) override;
@@ -207,6 +213,7 @@ class ShmTransport final : public Transport, public RequestDriver {
   void OnRts(Peer& p, const shm::Frame& f);
   void OnAck(Peer& p, const shm::Frame& f);
   void OnCts(Peer& p, const shm::Frame& f);
+  void OnPut(Peer& p, const shm::Frame& f);
   // The request filed under `cookie` (a kRts sent, a kCts asked for), taken out; null if none.
   static BasicRequestPtr TakeByCookie(std::vector<std::pair<uint64_t, BasicRequestPtr>>& list, uint64_t cookie);
   bool PushOut(Peer& p);
@@ -215,6 +222,8 @@ class ShmTransport final : public Transport, public RequestDriver {
   void SendControl(Peer& p, shm::FrameType type, uint64_t cookie, uint64_t arg);
   // Reads a kRts message into dst; OK, or why it could not.
   Status ReadRemote(Peer& p, void* dst, uint64_t addr, uint64_t bytes);
+  // Reads it together with its sender (kPut), returning once every piece is in dst.
+  Status ReadTogether(Peer& p, char* dst, uint64_t addr, uint64_t bytes, uint64_t cookie);
   // Delivers an early message (complete) to a receive matched with it.
   void Deliver(Peer& p, Early& e, const BasicRequestPtr& recv);
   // Matches the complete early messages at the front of q with its receives.
@@ -256,7 +265,7 @@ class ShmTransport final : public Transport, public RequestDriver {
   shm::Control* ctl_ = nullptr;
   BufferCache early_bufs_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by local index (null for this rank)
-  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0}, read_messages_{0};
+  std::atomic<uint64_t> early_messages_{0}, early_bytes_{0}, read_messages_{0}, written_pieces_{0};
   FirstError health_;
 
   std::mutex mu_;  // everything below, and the peers' matching state
