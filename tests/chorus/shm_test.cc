@@ -342,27 +342,28 @@ TEST(ShmSingleCopy, SenderKilledWhileWritingIsNamedByItsReader) {
   Config c = *o.config;
   c.chunk_bytes = size_t{64} << 20;
   o.config = c;
-  auto exits = RunRanks(
-      2,
-      [&](int rank) {
-        auto comm = Communicator::Create(o);
-        RANK_OK(comm.status());
-        Communicator& cm = **comm;
-        std::vector<int32_t> v((size_t{40} << 20) / sizeof(int32_t), 7);
-        RANK_OK(cm.Broadcast(v.data(), v.size(), DataType::kInt32, 0));
-        if (rank == 0) {
-          std::vector<Work> works;
-          for (int i = 0; i < 20; ++i) works.push_back(cm.IBroadcast(v.data(), v.size(), DataType::kInt32, 0));
-          usleep(20 * 1000);
-          kill(getpid(), SIGKILL);
-        }
-        Status st;
-        for (int i = 0; i < 500 && st.ok(); ++i) st = cm.Broadcast(v.data(), v.size(), DataType::kInt32, 0);
-        RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
-        RANK_CHECK(st.message().find("rank 0") != std::string::npos, st.message());
-        return 0;
-      },
-      {.timeout_seconds = 60});
+  auto exits = RunRanks(2,
+                        [&](int rank) {
+                          auto comm = Communicator::Create(o);
+                          RANK_OK(comm.status());
+                          Communicator& cm = **comm;
+                          std::vector<int32_t> v((size_t{40} << 20) / sizeof(int32_t), 7);
+                          RANK_OK(cm.Broadcast(v.data(), v.size(), DataType::kInt32, 0));
+                          if (rank == 0) {
+                            std::vector<Work> works;
+                            for (int i = 0; i < 20; ++i)
+                              works.push_back(cm.IBroadcast(v.data(), v.size(), DataType::kInt32, 0));
+                            usleep(20 * 1000);
+                            kill(getpid(), SIGKILL);
+                          }
+                          Status st;
+                          for (int i = 0; i < 500 && st.ok(); ++i)
+                            st = cm.Broadcast(v.data(), v.size(), DataType::kInt32, 0);
+                          RANK_CHECK(st.code() == StatusCode::kPeerFailed, st.ToString());
+                          RANK_CHECK(st.message().find("rank 0") != std::string::npos, st.message());
+                          return 0;
+                        },
+                        {.timeout_seconds = 60});
   EXPECT_EQ(exits[0].signal, SIGKILL) << exits[0].Describe();
   EXPECT_TRUE(exits[1].exited && exits[1].code == 0) << exits[1].Describe();
   EXPECT_TRUE(dir.Files().empty()) << dir.Files().size() << " files left in " << dir.path();
