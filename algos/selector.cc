@@ -163,9 +163,10 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
              Predictions(c, bytes, world_size) + note();
     });
   }
-  if (c == Collective::kBroadcast && bytes <= kAgreedBroadcastMaxBytes) {
+  if (c == Collective::kBroadcast && bytes <= AgreedBroadcastMaxBytes(m.crowding)) {
     return because(Algorithm::kDissemination, [&] {
-      return std::to_string(bytes) + " B on " + where() + " (at most " + std::to_string(kAgreedBroadcastMaxBytes) +
+      return std::to_string(bytes) + " B on " + where() + " (at most " +
+             std::to_string(AgreedBroadcastMaxBytes(m.crowding)) +
              " B): dissemination, the data in the rounds that agree on the call" + Predictions(c, bytes, world_size) +
              note();
     });

@@ -76,8 +76,14 @@ constexpr size_t kAllGatherRdMaxBytes = 4 << 20;
 // broadcast: up to this many bytes the data rides the rounds of the agreement on the call
 // (Algorithm::kDissemination, agreement.h: BroadcastAgreed), which then costs one
 // agreement instead of an agreement and a tree; above, the tree or chain after the
-// agreement. Bytes; measured in docs/design/root_agreement.md.
+// agreement. Bytes; measured in docs/design/root_agreement.md. Where ranks outnumber
+// cores (CostModel::crowding above 1) each round it saves is a wait for the scheduler,
+// and it wins further.
 constexpr size_t kAgreedBroadcastMaxBytes = 16 << 10;
+constexpr size_t kAgreedBroadcastCrowdedMaxBytes = 64 << 10;
+inline size_t AgreedBroadcastMaxBytes(double crowding) {
+  return crowding > 1 ? kAgreedBroadcastCrowdedMaxBytes : kAgreedBroadcastMaxBytes;
+}
 
 // broadcast: scatter + all-gather is weighed from this many ranks. Below, the model,
 // which gives each pair of ranks its own bandwidth, misses that it moves more bytes in

@@ -198,6 +198,12 @@ TEST(SelectorTest, SmallBroadcastAgreesInItsOwnRounds) {
     }
     EXPECT_EQ(s.Choose(Collective::kBroadcast, kAgreedBroadcastMaxBytes + 1, n).algorithm, Algorithm::kTree) << n;
   }
+  // Where ranks outnumber cores, further: each round saved is a wait for the scheduler.
+  SelectorConfig crowded;
+  crowded.model.crowding = 2;
+  const Selector sc = Selector::Create(crowded).value();
+  EXPECT_EQ(sc.Choose(Collective::kBroadcast, kAgreedBroadcastCrowdedMaxBytes, 4).algorithm, Algorithm::kDissemination);
+  EXPECT_EQ(sc.Choose(Collective::kBroadcast, kAgreedBroadcastCrowdedMaxBytes + 1, 4).algorithm, Algorithm::kTree);
   // Reduce, gather and scatter agree first at every size.
   EXPECT_EQ(s.Choose(Collective::kReduce, 8, 4).algorithm, Algorithm::kTree);
   SelectorConfig tree;

@@ -1,5 +1,7 @@
 // Collectives through the public API, as separate processes: every collective once
 // on 3 ranks, async overlap, Split, mismatched calls, bad arguments.
+#include <unistd.h>
+
 #include <cstdio>
 #include <limits>
 #include <numeric>
@@ -198,7 +200,8 @@ TEST(CollectivesApi, BroadcastAroundTheAgreedThreshold) {
   ExpectAllOk(RunRanks(3, [&](int rank) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
-    const size_t t = algos::kAgreedBroadcastMaxBytes;
+    // 3 ranks crowd a host of fewer cores, where the threshold is higher.
+    const size_t t = algos::AgreedBroadcastMaxBytes(3.0 / static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)));
     for (int root = 0; root < 3; ++root) {
       for (size_t bytes : {size_t{0}, size_t{1}, t - 1, t, t + 1}) {
         testing::ApiCase c;
