@@ -327,7 +327,7 @@ RequestPtr ShmTransport::Send(int peer, uint64_t tag, const void* buf, size_t by
   deadlines_.Track(req, CoarseNow());
   OutFrame of;
   of.send = req;
-  if (bytes >= kLargeMinBytes) {
+  if (bytes >= LargeMinBytes(p)) {
     const uint64_t cookie = p.next_cookie++;
     const uint64_t addr = p.single_copy ? reinterpret_cast<uint64_t>(buf) : 0;
     of.frame = {FrameType::kRts, 0, tag, fingerprint, bytes, addr, cookie};

@@ -1,5 +1,5 @@
 // Shared memory between the ranks of one host, for host buffers. Each rank owns a
-// segment with a ring per local peer (layout.h). A message below kLargeMinBytes goes at
+// segment with a ring per local peer (layout.h). A message below LargeMinBytes goes at
 // once as kData frames copied through the ring. A larger one is announced by a kRts
 // frame and moves only once its receive is posted, so nothing large waits in a
 // receiver: where the receiver can read the sender's memory (process_vm_readv; not
@@ -27,6 +27,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -56,7 +57,10 @@ constexpr size_t kShmRingsPerRankBytes = 16 << 20;
 // host computes the same).
 size_t ShmRingBytes(int local_ranks);
 // Messages from this size wait for their receive (kRts), then go by single copy where
-// the receiver can read the sender.
+// the receiver can read the sender. To a receiver that cannot, a message that fits one
+// frame (MaxFramePayload) goes at once all the same: asking first would only add two
+// hand-offs to the same two copies, and where ranks outnumber cores each is a wait for
+// the scheduler.
 constexpr uint64_t kLargeMinBytes = 32 << 10;
 // Messages read by single copy from this size are read together with their sender.
 constexpr uint64_t kTogetherMinBytes = 512 << 10;
@@ -260,6 +264,10 @@ class ShmTransport final : public Transport, public RequestDriver {
   const size_t ring_bytes_;  // ShmRingBytes of this host's ranks
   // The largest kData frame: a quarter of the ring, so a writer never waits for a whole ring.
   size_t MaxFramePayload() const { return ring_bytes_ / 4; }
+  // The smallest message that waits for its receive (kRts) on its way to p.
+  uint64_t LargeMinBytes(const Peer& p) const {
+    return p.single_copy ? kLargeMinBytes : std::max<uint64_t>(kLargeMinBytes, MaxFramePayload() + 1);
+  }
   std::vector<int> local_index_;  // by rank: index among local ranks, or -1
   shm::Segment segment_;          // ours
   shm::Control* ctl_ = nullptr;
