@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "algos/buffer.h"
 #include "algos/fingerprint.h"
 #include "algos/pending_sends.h"
 
@@ -111,6 +112,44 @@ Status Disagreed(const Context& ctx, const Known& known) {
                       DescribeFingerprint);
 }
 
+// BroadcastAgreed on two ranks: the root's data goes straight into the other rank's
+// buffer, and that rank's record back. A transport writes a message into a receive only
+// where their fingerprints match, that is where both ranks made this call: the data is
+// the agreement for its receiver, as the record is for the root. No scratch, no copies;
+// out of place the root sends its input and copies it into its output meanwhile.
+Status BroadcastPair(const Context& ctx, const void* send, void* buf, size_t bytes, int root) {
+  const int r = ctx.rank(), peer = 1 - r;
+  const uint64_t tag = ctx.tag(kAgreementFirstStep);
+  Known known{ctx.fingerprint, ctx.fingerprint, r, r};
+  const Known mine = known;
+  Known heard{};
+  const bool is_root = r == root;
+  CHORUS_RETURN_IF_ERROR(AbortOnError(ctx, [&]() -> Status {
+    transport::RequestPtr recv = is_root ? ctx.transport.Recv(peer, tag, &heard, sizeof heard, ctx.fingerprint)
+                                         : ctx.transport.Recv(peer, tag, buf, bytes, ctx.fingerprint);
+    if (is_root) CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, bytes));
+    const void* from = is_root && send != nullptr ? send : buf;
+    transport::RequestPtr out = is_root ? ctx.transport.Send(peer, tag, from, bytes, ctx.fingerprint)
+                                        : ctx.transport.Send(peer, tag, &mine, sizeof mine, ctx.fingerprint);
+    if (is_root) CopyIfDistinct(buf, from, bytes);
+    Status got = recv->Wait(ctx.deadline);
+    // As in Disseminate: the peer's other call is learnt from the fingerprint it sent.
+    const uint64_t remote = recv->remote_fingerprint();
+    const bool learnt = got.code() == StatusCode::kMismatch && remote != 0 && remote != ctx.fingerprint;
+    if (!got.ok() && !learnt) return got;
+    CHORUS_RETURN_IF_ERROR(out->Wait(ctx.deadline));
+    if (learnt) {
+      Learn(known, remote, peer);
+    } else if (is_root) {
+      Learn(known, heard.min_fp, heard.min_rank);
+      Learn(known, heard.max_fp, heard.max_rank);
+    }
+    return Status::Ok();
+  }));
+  if (known.min_fp != known.max_fp) return Disagreed(ctx, known);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status AgreeOnCall(const Context& ctx) {
@@ -122,13 +161,18 @@ Status AgreeOnCall(const Context& ctx) {
   return Disagreed(ctx, known);
 }
 
-Status BroadcastAgreed(const Context& ctx, void* buf, size_t count, DataType dtype, int root) {
+Status BroadcastAgreed(const Context& ctx, void* buf, size_t count, DataType dtype, int root, const void* send) {
   const int n = ctx.size(), r = ctx.rank();
   if (root < 0 || root >= n) {
     return InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of size " +
                            std::to_string(n));
   }
   const size_t bytes = count * DataTypeSize(dtype);
+  if (n == 2) return BroadcastPair(ctx, send, buf, bytes, root);
+  if (r == root && send != nullptr && send != buf) {
+    CHORUS_RETURN_IF_ERROR(InputReady(ctx, 0, bytes));
+    CopyIfDistinct(buf, send, bytes);
+  }
   // Outlives the rounds: a failed round aborts before it goes back to the cache.
   BufferCache::Buffer scratch = ctx.Scratch(2 * (sizeof(Known) + bytes));
   const Carried data{root, bytes, scratch.data(), scratch.data() + sizeof(Known) + bytes};

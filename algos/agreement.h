@@ -24,8 +24,11 @@ Status AgreeOnCall(const Context& ctx);
 // sender holds it and its receiver does not, so after the ceil(log2 n) rounds every
 // rank both knows the call agreed and holds the data. `buf` is written only then; on
 // kMismatch (as AgreeOnCall's) it is left as it was on every rank. Run without a
-// separate AgreeOnCall.
-Status BroadcastAgreed(const Context& ctx, void* buf, size_t count, DataType dtype, int root);
+// separate AgreeOnCall. On two ranks it needs no scratch: the root's message lands in
+// the other's buffer only where both made this call. `send`: the root's input where it
+// is not `buf` (out of place), else null.
+Status BroadcastAgreed(const Context& ctx, void* buf, size_t count, DataType dtype, int root,
+                       const void* send = nullptr);
 
 // The first tag step the agreement uses: the collective's own steps that reach this
 // high (chunk indices wrapping) are kept apart by FIFO per (peer, tag), because the

@@ -204,7 +204,7 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
       const double agree = CeilLog2(n) * flat.latency_us;
       // The agreement's rounds carry the data itself, whole, up to the measured limit.
       if (a == Algorithm::kDissemination) {
-        return bytes <= AgreedBroadcastMaxBytes(crowding) ? CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps)) : -1;
+        return bytes <= AgreedBroadcastMaxBytes(*this, n) ? CeilLog2(n) * (flat.latency_us + Us(s, flat.gbps)) : -1;
       }
       if (a == Algorithm::kHierarchical) {
         const int local = known ? topology.max_local() : n;

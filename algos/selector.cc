@@ -163,10 +163,10 @@ Choice Selector::ChooseUncached(Collective c, size_t bytes, int world_size, bool
              Predictions(c, bytes, world_size) + note();
     });
   }
-  if (c == Collective::kBroadcast && bytes <= AgreedBroadcastMaxBytes(m.crowding)) {
+  if (c == Collective::kBroadcast && bytes <= AgreedBroadcastMaxBytes(m, world_size)) {
     return because(Algorithm::kDissemination, [&] {
       return std::to_string(bytes) + " B on " + where() + " (at most " +
-             std::to_string(AgreedBroadcastMaxBytes(m.crowding)) +
+             std::to_string(AgreedBroadcastMaxBytes(m, world_size)) +
              " B): dissemination, the data in the rounds that agree on the call" + Predictions(c, bytes, world_size) +
              note();
     });

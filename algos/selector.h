@@ -5,6 +5,7 @@
 // CHORUS_ALGO forces one where it applies.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -79,10 +80,13 @@ constexpr size_t kAllGatherRdMaxBytes = 4 << 20;
 // agreement. Bytes; measured in docs/design/root_agreement.md. Where ranks outnumber
 // cores (CostModel::crowding above 1) each round it saves is a wait for the scheduler,
 // and it wins further.
+// On two ranks it copies nothing (agreement.h), so it runs up to a pipelining chunk,
+// below which the tree has nothing to pipeline either.
 constexpr size_t kAgreedBroadcastMaxBytes = 16 << 10;
 constexpr size_t kAgreedBroadcastCrowdedMaxBytes = 64 << 10;
-inline size_t AgreedBroadcastMaxBytes(double crowding) {
-  return crowding > 1 ? kAgreedBroadcastCrowdedMaxBytes : kAgreedBroadcastMaxBytes;
+inline size_t AgreedBroadcastMaxBytes(const CostModel& m, int world_size) {
+  const size_t most = m.crowding > 1 ? kAgreedBroadcastCrowdedMaxBytes : kAgreedBroadcastMaxBytes;
+  return world_size == 2 ? std::max(most, m.chunk_bytes) : most;
 }
 
 // broadcast: scatter + all-gather is weighed from this many ranks. Below, the model,

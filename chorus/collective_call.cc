@@ -155,13 +155,13 @@ Status Dispatch(const algos::Context& ctx, const CollectiveCall& c, algos::Algor
       if (algorithm == algos::Algorithm::kTree) {
         return algos::BroadcastTree(ctx, c.send, c.recv, c.count, c.dtype, c.root, tuning);
       }
+      if (agrees_itself) return algos::BroadcastAgreed(ctx, c.recv, c.count, c.dtype, c.root, c.send);
       // The others broadcast in place: out of place, the root's input goes into its
       // output first.
       if (ctx.rank() == c.root && c.send != nullptr && c.send != c.recv) {
         CHORUS_RETURN_IF_ERROR(algos::InputReady(ctx, 0, c.count * DataTypeSize(c.dtype)));
         algos::CopyIfDistinct(c.recv, c.send, c.count * DataTypeSize(c.dtype));
       }
-      if (agrees_itself) return algos::BroadcastAgreed(ctx, c.recv, c.count, c.dtype, c.root);
       if (algorithm == algos::Algorithm::kScatterAllGather) {
         return algos::BroadcastScatterAllGather(ctx, c.recv, c.count, c.dtype, c.root, tuning);
       }

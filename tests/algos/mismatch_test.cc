@@ -495,14 +495,15 @@ TEST(MismatchTest, AgreedSmallBroadcastDtypesDisagree) {
 }
 
 // The root's bytes reach every rank from every root, on worlds of 1 to 5 ranks, for
-// sizes around the selector's threshold (BroadcastAgreed itself has none).
+// sizes around the selector's thresholds (BroadcastAgreed itself has none): two ranks
+// take the pair's path, up to a chunk.
 TEST(MismatchTest, AgreedSmallBroadcastDeliversFromEveryRoot) {
-  const size_t t = algos::kAgreedBroadcastMaxBytes;
+  const size_t t = algos::kAgreedBroadcastMaxBytes, chunk = algos::CostModel().chunk_bytes;
   for (int n : {1, 2, 3, 4, 5}) {
     Result<std::unique_ptr<TcpWorld>> w = TcpWorld::Create(n);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     for (int root = 0; root < n; ++root) {
-      for (size_t bytes : {size_t{0}, size_t{1}, size_t{13}, t - 1, t, t + 1}) {
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{13}, t - 1, t, t + 1, chunk + 5}) {
         std::vector<AgreedBroadcast> ranks;
         ranks.reserve(n);
         for (int r = 0; r < n; ++r) ranks.emplace_back(bytes, DataType::kUint8, root, r);

@@ -187,16 +187,20 @@ TEST(SelectorTest, BroadcastTakesScatterAllGatherOnLargeWorlds) {
 }
 
 // A small broadcast rides the agreement's rounds (dissemination) up to the threshold on
-// every world, the tree or chain above; CHORUS_ALGO forces either way.
+// every world (on two ranks up to a chunk), the tree or chain above; CHORUS_ALGO forces
+// either way.
 TEST(SelectorTest, SmallBroadcastAgreesInItsOwnRounds) {
-  const Selector s = Selector::Create(SelectorConfig{}).value();
+  const SelectorConfig config;
+  const Selector s = Selector::Create(config).value();
   for (int n : {1, 2, 3, 5, 64}) {
-    for (size_t bytes : {size_t{0}, size_t{1}, kAgreedBroadcastMaxBytes - 1, kAgreedBroadcastMaxBytes}) {
+    const size_t t = AgreedBroadcastMaxBytes(config.model, n);
+    EXPECT_EQ(t, n == 2 ? config.model.chunk_bytes : kAgreedBroadcastMaxBytes) << n;
+    for (size_t bytes : {size_t{0}, size_t{1}, t - 1, t}) {
       Choice c = s.Choose(Collective::kBroadcast, bytes, n);
       EXPECT_EQ(c.algorithm, Algorithm::kDissemination) << bytes << " B on " << n << ": " << c.reason;
       EXPECT_NE(c.reason.find("the data in the rounds that agree on the call"), std::string::npos) << c.reason;
     }
-    EXPECT_EQ(s.Choose(Collective::kBroadcast, kAgreedBroadcastMaxBytes + 1, n).algorithm, Algorithm::kTree) << n;
+    EXPECT_EQ(s.Choose(Collective::kBroadcast, t + 1, n).algorithm, Algorithm::kTree) << n;
   }
   // Where ranks outnumber cores, further: each round saved is a wait for the scheduler.
   SelectorConfig crowded;

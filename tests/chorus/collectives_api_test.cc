@@ -201,7 +201,9 @@ TEST(CollectivesApi, BroadcastAroundTheAgreedThreshold) {
     auto comm = Communicator::Create(o);
     RANK_OK(comm.status());
     // 3 ranks crowd a host of fewer cores, where the threshold is higher.
-    const size_t t = algos::AgreedBroadcastMaxBytes(3.0 / static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)));
+    algos::CostModel crowded;
+    crowded.crowding = 3.0 / static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+    const size_t t = algos::AgreedBroadcastMaxBytes(crowded, 3);
     for (int root = 0; root < 3; ++root) {
       for (size_t bytes : {size_t{0}, size_t{1}, t - 1, t, t + 1}) {
         testing::ApiCase c;
@@ -247,10 +249,11 @@ int OutOfPlaceBroadcasts(int rank, const Options& base, TransportMode transport)
     RANK_OK(comm.status());
     Communicator& c = **comm;
     const int n = c.size();
-    const bool small_only = a == algos::Algorithm::kDissemination;
+    // The agreement's rounds carry small calls only, but on two ranks (agreement.h).
+    const bool small_only = a == algos::Algorithm::kDissemination && n != 2;
     const size_t small = small_only ? 3 : 1000;
     for (size_t count : {small, size_t{300000}}) {
-      if (small_only && count > small) continue;  // the agreement's rounds carry small calls only
+      if (small_only && count > small) continue;
       for (int root = 0; root < n; ++root) {
         std::vector<int32_t> send(count), recv(count, -1);
         for (size_t i = 0; i < count; ++i) send[i] = root * 1000003 + static_cast<int32_t>(i);
@@ -278,6 +281,12 @@ TEST(CollectivesApi, BroadcastOutOfPlaceOverTcp) {
 TEST(CollectivesApi, BroadcastOutOfPlaceOverSharedMemory) {
   Options o = testing::FileInitOptions();
   ExpectAllOk(RunRanks(4, [&](int r) { return OutOfPlaceBroadcasts(r, o, TransportMode::kShm); }));
+}
+
+// Two ranks: the pair's path of the agreed broadcast sends the root's input straight.
+TEST(CollectivesApi, BroadcastOutOfPlaceOnTwoRanks) {
+  Options o = testing::FileInitOptions();
+  ExpectAllOk(RunRanks(2, [&](int r) { return OutOfPlaceBroadcasts(r, o, TransportMode::kShm); }));
 }
 
 TEST(CollectivesApi, BroadcastOutOfPlaceRefusesOverlappingBuffers) {
