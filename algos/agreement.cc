@@ -44,6 +44,21 @@ bool Carries(const Carried* d, int from, int to, int n, uint32_t round) {
   return d != nullptr && Holds(*d, from, n, round) && !Holds(*d, to, n, round);
 }
 
+// Waits for a round's receive from `from` and its send. `from` may have called another
+// call (the transport compared the fingerprints, or the sizes that follow from them):
+// its record never arrives, its call is enough to know, so it goes into `known` and
+// *learnt is set. A size mismatch under this call's own fingerprint is a fault.
+Status FinishRound(const Context& ctx, transport::Request& recv, transport::Request& send, int from, Known& known,
+                   bool* learnt) {
+  Status got = recv.Wait(ctx.deadline);
+  const uint64_t remote = recv.remote_fingerprint();
+  *learnt = got.code() == StatusCode::kMismatch && remote != 0 && remote != ctx.fingerprint;
+  if (!got.ok() && !*learnt) return got;
+  CHORUS_RETURN_IF_ERROR(send.Wait(ctx.deadline));
+  if (*learnt) Learn(known, remote, from);
+  return Status::Ok();
+}
+
 // The dissemination all-reduce of `known` (min and max), with `data` where not null.
 // Fails only where the transport does; a peer that called something else is learnt, not
 // an error.
@@ -64,18 +79,9 @@ Status Disseminate(const Context& ctx, Known& known, const Carried* data) {
         ctx.transport.Recv(from, tag, in, sizeof(Known) + (gets ? data->bytes : 0), ctx.fingerprint);
     transport::RequestPtr send =
         ctx.transport.Send(to, tag, out, sizeof(Known) + (sends ? data->bytes : 0), ctx.fingerprint);
-    Status got = recv->Wait(ctx.deadline);
-    // rank-2^k called another call (the transport compared the fingerprints, or the
-    // sizes that follow from them): its record never arrives, its call is enough to know.
-    // A size mismatch under this call's own fingerprint is a fault, not something learnt.
-    const uint64_t remote = recv->remote_fingerprint();
-    const bool learnt = got.code() == StatusCode::kMismatch && remote != 0 && remote != ctx.fingerprint;
-    if (!got.ok() && !learnt) return got;
-    CHORUS_RETURN_IF_ERROR(send->Wait(ctx.deadline));
-    if (learnt) {
-      Learn(known, remote, from);
-      continue;
-    }
+    bool learnt = false;
+    CHORUS_RETURN_IF_ERROR(FinishRound(ctx, *recv, *send, from, known, &learnt));
+    if (learnt) continue;
     Known heard{};
     std::memcpy(&heard, in, sizeof heard);
     Learn(known, heard.min_fp, heard.min_rank);
@@ -132,15 +138,9 @@ Status BroadcastPair(const Context& ctx, const void* send, void* buf, size_t byt
     transport::RequestPtr out = is_root ? ctx.transport.Send(peer, tag, from, bytes, ctx.fingerprint)
                                         : ctx.transport.Send(peer, tag, &mine, sizeof mine, ctx.fingerprint);
     if (is_root) CopyIfDistinct(buf, from, bytes);
-    Status got = recv->Wait(ctx.deadline);
-    // As in Disseminate: the peer's other call is learnt from the fingerprint it sent.
-    const uint64_t remote = recv->remote_fingerprint();
-    const bool learnt = got.code() == StatusCode::kMismatch && remote != 0 && remote != ctx.fingerprint;
-    if (!got.ok() && !learnt) return got;
-    CHORUS_RETURN_IF_ERROR(out->Wait(ctx.deadline));
-    if (learnt) {
-      Learn(known, remote, peer);
-    } else if (is_root) {
+    bool learnt = false;
+    CHORUS_RETURN_IF_ERROR(FinishRound(ctx, *recv, *out, peer, known, &learnt));
+    if (!learnt && is_root) {
       Learn(known, heard.min_fp, heard.min_rank);
       Learn(known, heard.max_fp, heard.max_rank);
     }
