@@ -231,7 +231,8 @@ const std::vector<Setting>& Table() {
                      "where shared-memory segments are made, each unlinked once every local peer mapped it; one "
                      "too small for the rings falls back to TCP, saying so"));
     t.push_back(Mode("CHORUS_SHM_SINGLE_COPY", &Config::shm_single_copy, kShmSingleCopies,
-                     "large shared-memory messages read straight from the sender (`process_vm_readv`) instead of "
+                     "large shared-memory messages read straight from the sender (`process_vm_readv`; from 512 "
+                     "KiB the waiting sender writes part of it, `process_vm_writev`) instead of "
                      "copied through a ring twice: `auto` wherever the sender's process allows it and the "
                      "host has a core per rank, `on` wherever allowed, `off` never"));
     t.push_back(Text("CHORUS_IB_HCA", &Config::ib_hca, "(first active port)", "`mlx5_0` or `mlx5_0:1`",
