@@ -88,13 +88,19 @@ double TreeAllReduceUs(int n, double s, const LinkCost& l, size_t max_chunk) {
 
 // A flat broadcast of s bytes among n ranks over l, the agreement not counted. Of C
 // chunks, the chain delivers the last after (n - 2) + C chunk times, the binomial tree's
-// root sends each chunk to ceil(log2 n) children in turn. Negative where `a` is not one.
-double BroadcastUs(Algorithm a, int n, double s, const LinkCost& l, size_t chunk_bytes) {
+// root sends each chunk to ceil(log2 n) children in turn. `near` of the root's children
+// share its host and are reached over `in`: sends over the two links run at once, so a
+// chunk costs the busier link's turn. Negative where `a` is not one.
+double BroadcastUs(Algorithm a, int n, double s, const LinkCost& l, size_t chunk_bytes, int near = 0,
+                   const LinkCost* in = nullptr) {
   const double chunk = std::min<double>(s, static_cast<double>(std::max<size_t>(1, chunk_bytes)));
   const double chunks = std::max(1.0, std::ceil(s / std::max(1.0, chunk)));
   const double t = l.latency_us + Us(chunk, l.gbps);
   if (a == Algorithm::kChain) return n > 2 ? (n - 2 + chunks) * t : -1;
-  if (a == Algorithm::kTree) return CeilLog2(n) * chunks * t;
+  if (a == Algorithm::kTree) {
+    const double t_in = in != nullptr ? in->latency_us + Us(chunk, in->gbps) : t;
+    return chunks * std::max((CeilLog2(n) - near) * t, near * t_in);
+  }
   // van de Geijn: the root scatters (n-1)/n of S down the binomial tree, then the ring
   // all-gathers it, each rank sending (n-1)/n of S in n-1 steps.
   if (a == Algorithm::kScatterAllGather) {
@@ -217,7 +223,11 @@ double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int 
         const double up = BroadcastAmong(seg, hosts, true).second, down = BroadcastAmong(seg, local, false).second;
         return agree + segments * (up + down);
       }
-      const double t = BroadcastUs(a, n, s, flat, chunk_bytes);
+      // The tree's root (rank 0, as the model assumes) sends to ranks 2^k: those on its
+      // host take the link within.
+      int near = 0;
+      for (int d = 1; known && hosts > 1 && d < n; d <<= 1) near += topology.host_of[d] == topology.host_of[0];
+      const double t = BroadcastUs(a, n, s, flat, chunk_bytes, near, &in);
       return t < 0 ? t : agree + t;
     }
     case Collective::kAllGather: {  // s: the whole output

@@ -206,8 +206,7 @@ TEST(SimulateTest, SummaryGivesEachAlgorithmsSizes) {
   const SimOptions o = Parse({"--colls", "broadcast", "--ranks", "16", "-b", "8", "-e", "1G", "-f", "8"});
   const std::vector<Row> rows = Simulate(o);
   const std::string summary = FormatSummary(rows);
-  EXPECT_NE(summary.find("broadcast on 16 ranks (2 hosts): dissemination 8 B..4 KiB, hierarchical 32 KiB..16 MiB, "
-                         "chain 128 MiB..1 GiB\n"),
+  EXPECT_NE(summary.find("broadcast on 16 ranks (2 hosts): dissemination 8 B..4 KiB, tree 32 KiB..1 GiB\n"),
             std::string::npos)
       << summary;
   const std::string csv = FormatCsv(rows);
