@@ -52,6 +52,11 @@ def scaled(seconds):
     return seconds * TIME_SCALE
 
 
+# Seconds a rank that reported waits for the parent's release past the
+# deadline, where the parent kills it: only an orphan (parent gone) gets there.
+_ORPHAN_WAIT_S = 30
+
+
 # ---------------------------------------------------------------------------
 # Import checks (parent side)
 # ---------------------------------------------------------------------------
@@ -366,8 +371,13 @@ def _child_main():
     sys.stdout.flush()
     sys.stderr.flush()
     _write_pickle(result_path, out)
-    # Wait for the parent's word that every rank has reported (or died).
-    while not os.path.exists(release_path) and time.time() < spec["deadline_ts"]:
+    # Wait for the parent's word that every rank has reported (or died). The
+    # parent kills every rank still running at the deadline: a rank that tore
+    # its process group down there itself would fail a peer still blocked in a
+    # collective (an error, not the timeout it is) before the parent looks. It
+    # waits past the deadline only in case the parent is gone.
+    while (not os.path.exists(release_path)
+           and time.time() < spec["deadline_ts"] + _ORPHAN_WAIT_S):
         time.sleep(0.02)
     teardown = None
     if spec["destroy"]:
