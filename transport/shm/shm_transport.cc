@@ -361,6 +361,7 @@ RequestPtr ShmTransport::Recv(int peer, uint64_t tag, void* buf, size_t bytes, u
     }
   }
   MatchQueued(p, q);
+  AbortIfDeferred();
   return req;
 }
 
@@ -503,8 +504,8 @@ bool ShmTransport::DrainRing(Peer& p) {
         return true;
       }
       Status st = OnFrame(p, f, data + pos + sizeof(Frame));
-      if (!st.ok()) {
-        AbortLocked(st);
+      if (!st.ok() || !deferred_abort_.ok()) {
+        AbortLocked(st.ok() ? deferred_abort_ : st);
         return true;
       }
       p.in_tail += FrameBytes(f.len);
@@ -689,10 +690,10 @@ Status ShmTransport::ReadTogether(Peer& p, char* dst, uint64_t addr, uint64_t by
     if (looks % 1024 == 0) {
       const bool gone = ProcessGone(p.pid);
       if (gone || Clock::now() > limit) {
-        AbortLocked(PeerFailed(PeerDesc(p.rank) + (gone ? " exited" : " froze") + " while it wrote its part of a " +
-                               std::to_string(bytes) + "-byte message into rank " + std::to_string(opts_.rank) +
-                               "'s buffer"));
-        return abort_status_;
+        deferred_abort_ =
+            PeerFailed(PeerDesc(p.rank) + (gone ? " exited" : " froze") + " while it wrote its part of a " +
+                       std::to_string(bytes) + "-byte message into rank " + std::to_string(opts_.rank) + "'s buffer");
+        return deferred_abort_;
       }
     }
     opts_.crowded ? static_cast<void>(sched_yield()) : CpuRelax();
@@ -843,6 +844,10 @@ void ShmTransport::Announce(PeerState state) {
     p->ctl->alert.fetch_add(1, std::memory_order_seq_cst);
     Ring(p->ctl);
   }
+}
+
+void ShmTransport::AbortIfDeferred() {
+  if (!deferred_abort_.ok()) AbortLocked(deferred_abort_);
 }
 
 void ShmTransport::AbortLocked(const Status& reason) {

@@ -240,6 +240,8 @@ class ShmTransport final : public Transport, public RequestDriver {
   void PeerGone(Peer& p, const Status& why);
   bool HasPending(const Peer& p) const;
   void AbortLocked(const Status& reason);
+  // Carries out an abort found where the matching state was in use (deferred_abort_).
+  void AbortIfDeferred();
   // Publishes this rank's new state and alerts every peer.
   void Announce(shm::PeerState state);
   void SelfSend(const BasicRequestPtr& req);
@@ -282,7 +284,10 @@ class ShmTransport final : public Transport, public RequestDriver {
   int64_t active_ = 0;  // requests posted and not finished
   RequestDeadlines deadlines_{opts_.timeout_ms};
   bool completed_ = false;  // a request finished in this round: wake the other waiters
-  TagQueues self_tags_;     // this rank's messages to itself
+  // An abort found inside Deliver (ReadTogether), whose callers still walk the queues an
+  // abort frees: carried out where they are done (DrainRing, Recv).
+  Status deferred_abort_;
+  TagQueues self_tags_;  // this rank's messages to itself
 
   std::atomic<bool> aborted_flag_{false};
   std::atomic<uint32_t> seen_alert_{0};  // ctl_->alert when the peers' states were last read
