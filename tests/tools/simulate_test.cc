@@ -158,9 +158,11 @@ TEST(SimulateTest, RanksPerCoreScaleEveryPredictionAlike) {
                                 alone[i].bytes > algos::kAgreedBroadcastMaxBytes &&
                                 alone[i].bytes <= algos::kAgreedBroadcastCrowdedMaxBytes;
     EXPECT_EQ(crowded[i].chosen, agreed_further ? algos::Algorithm::kDissemination : alone[i].chosen) << alone[i].bytes;
-    for (const auto& [algo, a] : alone[i].predicted) {
+    for (const auto& prediction : alone[i].predicted) {
+      const algos::Algorithm algo = prediction.first;
+      const double a = prediction.second;
       const auto c = std::find_if(crowded[i].predicted.begin(), crowded[i].predicted.end(),
-                                  [&](const auto& p) { return p.first == algo; });
+                                  [algo](const auto& p) { return p.first == algo; });
       ASSERT_NE(c, crowded[i].predicted.end()) << algos::AlgorithmName(algo);
       if (a <= 0) continue;
       if (!factor) factor = c->second / a;
