@@ -95,19 +95,18 @@ int CopyWithProcess(pid_t pid, char* local, uint64_t remote, uint64_t bytes, boo
 // Between threads of one process (tests), ThreadSanitizer sees no order through the
 // segments, mapped once per rank at two addresses: a buffer written by the sender for
 // its reader (kPut) is handed over by these, keyed by the buffer's address.
-inline void HandOver(const void* buf) {
 #if defined(__SANITIZE_THREAD__)
-  __tsan_release(const_cast<void*>(buf));
+inline void HandOver(const void* buf) { __tsan_release(const_cast<void*>(buf)); }
+inline void TakeOver(const void* buf) { __tsan_acquire(const_cast<void*>(buf)); }
 #else
-  (void)buf;
+inline void HandOver(const void*) {}
+inline void TakeOver(const void*) {}
 #endif
-}
-inline void TakeOver(const void* buf) {
-#if defined(__SANITIZE_THREAD__)
-  __tsan_acquire(const_cast<void*>(buf));
-#else
-  (void)buf;
-#endif
+
+// The request filed under `cookie` (a kRts sent, a kCts asked for), or list.end().
+using CookieList = std::vector<std::pair<uint64_t, BasicRequestPtr>>;
+CookieList::iterator FindCookie(CookieList& list, uint64_t cookie) {
+  return std::find_if(list.begin(), list.end(), [cookie](const auto& e) { return e.first == cookie; });
 }
 
 inline void CpuRelax() {
@@ -617,13 +616,11 @@ void ShmTransport::OnRts(Peer& p, const Frame& f) {
 }
 
 BasicRequestPtr ShmTransport::TakeByCookie(std::vector<std::pair<uint64_t, BasicRequestPtr>>& list, uint64_t cookie) {
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i].first != cookie) continue;
-    BasicRequestPtr r = std::move(list[i].second);
-    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
-    return r;
-  }
-  return nullptr;
+  const auto it = FindCookie(list, cookie);
+  if (it == list.end()) return nullptr;
+  BasicRequestPtr r = std::move(it->second);
+  list.erase(it);
+  return r;
 }
 
 void ShmTransport::OnAck(Peer& p, const Frame& f) {
@@ -706,8 +703,7 @@ Status ShmTransport::ReadTogether(Peer& p, char* dst, uint64_t addr, uint64_t by
 
 void ShmTransport::OnPut(Peer& p, const Frame& f) {
   // The send waits for its kAck, which the receiver sends once every piece is in.
-  const auto it =
-      std::find_if(p.awaiting_ack.begin(), p.awaiting_ack.end(), [&](const auto& a) { return a.first == f.cookie; });
+  const auto it = FindCookie(p.awaiting_ack, f.cookie);
   if (it == p.awaiting_ack.end()) return;
   BasicRequest& send = *it->second;
   const uint64_t bytes = send.bytes(), piece = PieceBytes(bytes);
