@@ -16,6 +16,7 @@
 #include "tests/util/slowdown.h"
 #include "transport/tag.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/tcp/wire.h"
 
 namespace chorus::transport {
 namespace {
@@ -446,6 +447,153 @@ TEST(TcpLazy, AHigherRankGoneBeforeItsCrossingDialIsNamed) {
   EXPECT_EQ(st.code(), StatusCode::kPeerFailed) << st.ToString();
   EXPECT_NE(st.message().find("rank 1 (host host1"), std::string::npos) << st.message();
   EXPECT_TRUE(s->Test());
+}
+
+// One side of a pair's handshake, played by the test: the Hello of `sender`'s socket
+// `index` to `receiver` (comm 5, two ranks, two sockets per pair, no secret).
+tcp::Hello TestHello(int sender, int receiver, int index) {
+  tcp::Hello h;
+  h.comm_id = 5;
+  h.sender = sender;
+  h.receiver = receiver;
+  h.world_size = 2;
+  h.socket_index = index;
+  h.nsockets = 2;
+  h.lazy = true;
+  return h;
+}
+
+// The reason of the ABORT frame that comes next on `fd`; the error where another frame
+// or none comes.
+Result<std::string> NextAbortReason(int fd) {
+  uint8_t head[tcp::kFrameHeaderSize];
+  CHORUS_RETURN_IF_ERROR(tcp::RecvAll(fd, head, sizeof(head), Soon(), "the frame"));
+  Result<tcp::FrameHeader> h = tcp::DecodeFrameHeader(head);
+  if (!h.ok()) return h.status();
+  if (h->type != tcp::FrameType::kAbort) return ProtocolError("not an ABORT frame");
+  std::string reason(h->len, '\0');
+  CHORUS_RETURN_IF_ERROR(tcp::RecvAll(fd, reason.data(), reason.size(), Soon(), "the reason"));
+  return reason;
+}
+
+// Rank 0's socket 0 to the rank 1 listening at `address`, accepted by it.
+Result<UniqueFd> SocketZeroAccepted(const std::string& address) {
+  Result<UniqueFd> fd = tcp::ConnectTcp(address, 0, Soon());
+  if (!fd.ok()) return fd.status();
+  uint8_t hello[tcp::kHelloSize];
+  tcp::EncodeHello(TestHello(0, 1, 0), hello);
+  CHORUS_RETURN_IF_ERROR(tcp::SendAll(fd.value().get(), hello, sizeof(hello), Soon(), "hello"));
+  uint8_t reply[tcp::kReplySize];
+  CHORUS_RETURN_IF_ERROR(tcp::RecvAll(fd.value().get(), reply, sizeof(reply), Soon(), "reply"));
+  uint32_t reason_len = 0;
+  Result<tcp::Reply> r = tcp::DecodeReply(reply, &reason_len);
+  if (!r.ok()) return r.status();
+  if (!r->accept) return ProtocolError("socket 0 was not accepted");
+  return fd;
+}
+
+TcpOptions TwoSocketsNoTimeouts() {
+  TcpOptions o;
+  o.connect = ConnectMode::kLazy;
+  o.nsockets = 2;
+  o.connect_timeout_ms = 60 * 60 * 1000;
+  o.peer_timeout_ms = 60 * 60 * 1000;
+  return o;
+}
+
+// A rank that aborts while its dial is half made tells the sockets the peer already
+// accepted why: a peer that counts the pair connected gets the reason, not a lost
+// connection. Rank 1 here is the test: it accepts socket 0 and leaves socket 1 waiting.
+TEST(TcpLazy, AnAbortMidDialSaysWhyOnTheSocketsMade) {
+  std::string address1;
+  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address1);
+  ASSERT_TRUE(listening.ok());
+  auto t = TcpTransport::Listen(0, 2, 5, TwoSocketsNoTimeouts());
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t.value()->Connect({{t.value()->address(), "host0", 1}, {address1, "host1", 1}}, Soon()).ok());
+  int x = 1;
+  RequestPtr s = t.value()->Send(1, 1, &x, sizeof(x));
+  UniqueFd sock[2];
+  for (int i = 0; i < 2; ++i) {
+    Result<UniqueFd> fd = tcp::AcceptTcp(listening.value().get(), Soon());
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    sock[i] = std::move(fd.value());
+    uint8_t hello[tcp::kHelloSize];
+    ASSERT_TRUE(tcp::RecvAll(sock[i].get(), hello, sizeof(hello), Soon(), "hello").ok());
+    ASSERT_TRUE(tcp::DecodeHello(hello).ok());
+    if (i == 1) break;
+    tcp::Reply r;
+    r.accept = true;
+    r.comm_id = 5;
+    r.acceptor = 1;
+    r.connector = 0;
+    r.world_size = 2;
+    r.nsockets = 2;
+    uint8_t reply[tcp::kReplySize];
+    tcp::EncodeReply(r, reply);
+    ASSERT_TRUE(tcp::SendAll(sock[i].get(), reply, sizeof(reply), Soon(), "reply").ok());
+  }
+  t.value()->Abort(AbortedError("the test gave up"));
+  EXPECT_NE(s->Wait(Soon()).message().find("the test gave up"), std::string::npos) << s->status().message();
+  for (auto& fd : sock) {
+    Result<std::string> why = NextAbortReason(fd.get());
+    ASSERT_TRUE(why.ok()) << why.status().ToString();
+    EXPECT_EQ(why.value(), "the test gave up");
+  }
+}
+
+// A rank that aborts while a peer's dial is half accepted tells the sockets it took
+// why: the peer may have finished its half of the last one already.
+TEST(TcpLazy, AnAbortMidAcceptSaysWhyOnTheSocketsTaken) {
+  auto t = TcpTransport::Listen(1, 2, 5, TwoSocketsNoTimeouts());
+  ASSERT_TRUE(t.ok());
+  std::string address0;
+  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address0);
+  ASSERT_TRUE(listening.ok());
+  ASSERT_TRUE(t.value()->Connect({{address0, "host0", 1}, {t.value()->address(), "host1", 1}}, Soon()).ok());
+  Result<UniqueFd> fd = SocketZeroAccepted(t.value()->address());
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  t.value()->Abort(AbortedError("rank 1 gave up"));
+  Result<std::string> why = NextAbortReason(fd.value().get());
+  ASSERT_TRUE(why.ok()) << why.status().ToString();
+  EXPECT_EQ(why.value(), "rank 1 gave up");
+}
+
+// The other way round: rank 0 (the test) dials, has socket 0 accepted, and aborts. The
+// rank it dialed learns the reason from that socket: its communicator fails with it, as
+// an ABORT frame on a connected pair would make it.
+TEST(TcpLazy, APeerThatAbortsMidDialDoomsTheRankItDialed) {
+  auto t = TcpTransport::Listen(1, 2, 5, TwoSocketsNoTimeouts());
+  ASSERT_TRUE(t.ok());
+  std::string address0;
+  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address0);
+  ASSERT_TRUE(listening.ok());
+  ASSERT_TRUE(t.value()->Connect({{address0, "host0", 1}, {t.value()->address(), "host1", 1}}, Soon()).ok());
+  Result<UniqueFd> fd = SocketZeroAccepted(t.value()->address());
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  // Rank 0 aborts: it says why on the socket made, then closes it.
+  const std::string why = "rank 0 gave up";
+  tcp::FrameHeader h;
+  h.type = tcp::FrameType::kAbort;
+  h.len = h.total_len = why.size();
+  uint8_t head[tcp::kFrameHeaderSize];
+  tcp::EncodeFrameHeader(h, head);
+  ASSERT_TRUE(tcp::SendAll(fd.value().get(), head, sizeof(head), Soon(), "frame").ok());
+  ASSERT_TRUE(tcp::SendAll(fd.value().get(), why.data(), why.size(), Soon(), "reason").ok());
+  fd.value().reset();
+  // The acceptor looks at its waiting links every 100 ms.
+  Status health;
+  for (auto until = Clock::now() + ::chorus::testing::Scaled(std::chrono::seconds(20));
+       (health = t.value()->health()).ok() && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(health.code(), StatusCode::kPeerFailed) << health.ToString();
+  EXPECT_NE(health.message().find("rank 0 (host host0"), std::string::npos) << health.message();
+  EXPECT_NE(health.message().find("aborted: rank 0 gave up"), std::string::npos) << health.message();
+  // Its later posts fail with that reason at once, whichever peer they are for.
+  int x = 0;
+  Status st = t.value()->Recv(0, 1, &x, sizeof(x))->Wait(Soon());
+  EXPECT_NE(st.message().find("rank 0 gave up"), std::string::npos) << st.message();
 }
 
 // With RLIMIT_NOFILE too low for one more peer's sockets, the request that needed it

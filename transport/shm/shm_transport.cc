@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <sstream>
 
 #include "common/log.h"
@@ -178,7 +179,10 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const ShmOptions& opt
   std::unique_ptr<ShmTransport> t(new ShmTransport(opts));
   const int n = static_cast<int>(opts.local_ranks.size());
   std::ostringstream path;
-  path << opts.dir << "/chorus-" << std::hex << opts.comm_id << std::dec << "-r" << opts.rank << "-p" << getpid();
+  // The random part: processes in separate pid namespaces (containers, a test sandbox)
+  // may share both the pid and the directory.
+  path << opts.dir << "/chorus-" << std::hex << opts.comm_id << std::dec << "-r" << opts.rank << "-p" << getpid() << "-"
+       << std::hex << std::random_device()();
   const size_t ring = t->ring_bytes_;
   Result<Segment> seg = Segment::Create(path.str(), SegmentBytes(n, ring));
   if (!seg.ok()) return seg.status().WithContext("rank " + std::to_string(opts.rank));

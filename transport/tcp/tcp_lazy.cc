@@ -53,6 +53,33 @@ bool Closed(int fd) {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
 }
 
+// An aborted rank says why on each data socket it drops: the peer may count the pair
+// as connected already (its half of the dial or of the accept finished first), and
+// there an ABORT frame reaches its engine with the reason, where a bare close reads as a
+// lost connection. A socket not yet used has room for it in its buffer.
+void TellAborted(int fd, const Status& reason) {
+  std::string text = reason.message().substr(0, tcp::kMaxReasonLen);
+  tcp::FrameHeader h;
+  h.type = tcp::FrameType::kAbort;
+  h.len = h.total_len = text.size();
+  std::string frame(tcp::kFrameHeaderSize, '\0');
+  tcp::EncodeFrameHeader(h, reinterpret_cast<uint8_t*>(frame.data()));
+  frame += text;
+  (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+// The reason of an ABORT frame waiting whole on `fd`, a socket the peer closed before
+// the pair was connected; empty where there is none.
+std::string AbortReasonOn(int fd) {
+  std::string buf(tcp::kFrameHeaderSize + tcp::kMaxReasonLen, '\0');
+  const ssize_t got = ::recv(fd, buf.data(), buf.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (got < static_cast<ssize_t>(tcp::kFrameHeaderSize)) return {};
+  Result<tcp::FrameHeader> h = tcp::DecodeFrameHeader(reinterpret_cast<const uint8_t*>(buf.data()));
+  if (!h.ok() || h->type != tcp::FrameType::kAbort || static_cast<size_t>(got) < tcp::kFrameHeaderSize + h->len)
+    return {};
+  return buf.substr(tcp::kFrameHeaderSize, h->len);
+}
+
 RequestPtr Failed(BasicRequest::Kind kind, int self, int peer, uint64_t tag, void* buf, size_t bytes,
                   uint64_t fingerprint, const Status& st) {
   auto req = std::make_shared<BasicRequest>(kind, self, peer, tag, buf, bytes, fingerprint);
@@ -125,7 +152,12 @@ Status TcpTransport::Dial(int peer, Deadline deadline, Dialed* out) {
     {
       std::lock_guard<std::mutex> lock(link_mu_);
       links_[peer].dial_fd = -1;
-      if (!link_abort_.ok()) return link_abort_;
+      if (!link_abort_.ok()) {
+        // A handshake cut short may still be accepted where no proof follows the reply.
+        if (st.ok() ? !was_crossed : opts_.secret.empty()) TellAborted(fd.value().get(), link_abort_);
+        for (const UniqueFd& f : out->fds) TellAborted(f.get(), link_abort_);
+        return link_abort_;
+      }
     }
     if (st.code() == StatusCode::kTimeout) {
       return st.WithContext(me + ": " + desc + " did not answer within " + answer_ms +
@@ -147,7 +179,8 @@ void TcpTransport::StopDialsLocked(const Status& reason) {
   if (link_abort_.ok()) link_abort_ = reason;
   for (int p = 0; p < static_cast<int>(links_.size()); ++p) {
     Link& link = links_[p];
-    if (link.dial_fd >= 0) ::shutdown(link.dial_fd, SHUT_RDWR);
+    // Its handshake's wait ends; the socket can still say why (TellAborted).
+    if (link.dial_fd >= 0) ::shutdown(link.dial_fd, SHUT_RD);
     if (link.state == LinkState::kDialing || link.state == LinkState::kIncoming) FailLinkLocked(p, link_abort_);
   }
 }
@@ -156,6 +189,11 @@ void TcpTransport::FailLinkLocked(int peer, const Status& st) {
   Link& link = links_[peer];
   link.state = LinkState::kFailed;
   link.error = st;
+  if (!link_abort_.ok()) {
+    for (const UniqueFd& fd : link.incoming) {
+      if (fd.valid()) TellAborted(fd.get(), link_abort_);
+    }
+  }
   link.incoming.clear();
   link.have = 0;
   link.crossed.reset();
@@ -231,7 +269,12 @@ void TcpTransport::DialLocked(std::unique_lock<std::mutex>& lock, int peer) {
   if (d.crossed) crossed_dials_.fetch_add(1, std::memory_order_relaxed);
   // The peer is higher and its dial was taken meanwhile (ours was, or will be, answered
   // "crossed"), or the link failed or was aborted: nothing more for this dial to do.
-  if (link.state != LinkState::kDialing) return;
+  if (link.state != LinkState::kDialing) {
+    if (st.ok() && !d.crossed && !link_abort_.ok()) {
+      for (const UniqueFd& fd : d.fds) TellAborted(fd.get(), link_abort_);
+    }
+    return;
+  }
   if (!st.ok() && d.peer_aborted) {
     // As a peer's ABORT frame does: this communicator is doomed too; the others hear it.
     lock.unlock();
@@ -249,14 +292,27 @@ void TcpTransport::DialLocked(std::unique_lock<std::mutex>& lock, int peer) {
   HandOverLocked(peer, std::move(d.fds));
 }
 
-void TcpTransport::CheckLinksLocked(Clock::time_point now) {
+Status TcpTransport::CheckLinksLocked(Clock::time_point now) {
+  Status peer_aborted;
   for (int p = 0; p < size_; ++p) {
     Link& link = links_[p];
     if (link.state != LinkState::kIncoming) continue;
     // A peer that gave up its dial (it aborted, failed or was destroyed) closed the
     // sockets it made, or the one we made whose dial it answered "crossed".
     bool closed = Closed(link.crossed.get());
-    for (const UniqueFd& fd : link.incoming) closed = closed || Closed(fd.get());
+    std::string why;  // a peer that aborted said why first (TellAborted)
+    for (const UniqueFd& fd : link.incoming) {
+      if (!Closed(fd.get())) continue;
+      closed = true;
+      if (why.empty()) why = AbortReasonOn(fd.get());
+    }
+    if (!why.empty()) {
+      // As its ABORT frame would on a connected pair, the peer's abort dooms us too.
+      Status st = PeerFailed(PeerDesc(p) + " aborted: " + why);
+      if (peer_aborted.ok()) peer_aborted = st;
+      FailLinkLocked(p, st);
+      continue;
+    }
     if (closed) {
       FailLinkLocked(p, PeerFailed("rank " + std::to_string(rank_) + ": " + PeerDesc(p) +
                                    " closed its connection before it was made (it aborted, failed or was destroyed)"));
@@ -275,6 +331,7 @@ void TcpTransport::CheckLinksLocked(Clock::time_point now) {
                                      " ms (waiting for its dial; CHORUS_CONNECT_TIMEOUT)"));
     }
   }
+  return peer_aborted;
 }
 
 tcp::Admission TcpTransport::AdmitLocked(int peer, int index) {
@@ -322,11 +379,13 @@ void TcpTransport::AcceptLoop() {
     // An engine that failed (a peer's ABORT, a silent peer) stops this rank's dials and
     // waits for dials too: they must not outlast the failure until their deadline.
     const Status failed = health();
+    Status peer_aborted;
     {
       std::lock_guard<std::mutex> lock(link_mu_);
       if (!failed.ok() && link_abort_.ok()) StopDialsLocked(failed);
-      CheckLinksLocked(Clock::now());
+      peer_aborted = CheckLinksLocked(Clock::now());
     }
+    if (!peer_aborted.ok()) Abort(peer_aborted);
     Result<UniqueFd> fd = tcp::AcceptTcp(listen_fd_.get(), Deadline::AfterMs(kAcceptLookMs));
     if (!fd.ok()) {
       if (fd.status().code() != StatusCode::kTimeout && !stop_accepting_.load()) {
@@ -355,7 +414,10 @@ void TcpTransport::AcceptLoop() {
       if (link.state == LinkState::kDialing) link.crossed = std::move(fd.value());
       continue;
     }
-    if (link.state != LinkState::kIncoming) continue;  // failed or aborted meanwhile
+    if (link.state != LinkState::kIncoming) {  // failed or aborted meanwhile
+      if (!link_abort_.ok()) TellAborted(fd.value().get(), link_abort_);
+      continue;
+    }
     link.incoming[a->index] = std::move(fd.value());
     link.heard = Clock::now();
     if (++link.have == socks_per_peer_) HandOverLocked(a->peer, std::move(link.incoming));
@@ -369,7 +431,10 @@ void TcpTransport::HandOverLocked(int peer, std::vector<UniqueFd> fds) {
   if (link_abort_.ok()) {
     if (Status st = health(); !st.ok()) StopDialsLocked(st);
   }
-  if (!link_abort_.ok()) return FailLinkLocked(peer, link_abort_);
+  if (!link_abort_.ok()) {
+    for (const UniqueFd& fd : fds) TellAborted(fd.get(), link_abort_);
+    return FailLinkLocked(peer, link_abort_);
+  }
   for (UniqueFd& fd : fds) {
     Status st = tcp::SetDataSocketOptions(fd.get(), opts_.socket_bufsize);
     if (st.ok()) st = tcp::SetLivenessOptions(fd.get(), opts_.peer_timeout_ms);

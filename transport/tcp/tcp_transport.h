@@ -166,7 +166,8 @@ class TcpTransport final : public Transport {
   Status Dial(int peer, Deadline deadline, Dialed* out);
   void AcceptLoop();
   // Fails links whose peer's dial went silent, or that waited past the connect timeout.
-  void CheckLinksLocked(Clock::time_point now);
+  // Returns a peer's abort found on a socket it closed mid-dial (this rank aborts too).
+  Status CheckLinksLocked(Clock::time_point now);
   // The link fails for good: its parked requests and its later posts get `st`.
   void FailLinkLocked(int peer, const Status& st);
   // Records the abort's reason (the first one), ends dials in flight and fails the

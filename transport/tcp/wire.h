@@ -27,6 +27,8 @@
 //    "crossed": that socket closes unused and the higher rank's dial carries the pair
 //    (tcp_lazy.cc). Reply flags bit 2 (kFlagAborted), on a rejection: the acceptor's
 //    communicator aborted (the reason says why); the connector's is doomed as well.
+//    A rank that aborts with a pair half made writes an ABORT frame (below) on each of
+//    its sockets before it closes them: the peer's engine, or acceptor, reads the reason.
 //    flags bit 0 (kFlagSecret): this side has a job secret. The MACs (zeros without a
 //    secret) cover the whole Hello, so a connection proves comm_id, sender, receiver
 //    and socket index; the two labels keep one side's MAC from standing for the
