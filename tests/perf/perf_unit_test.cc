@@ -188,6 +188,23 @@ TEST(SweepTest, MultiplicativeAndAdditive) {
   EXPECT_EQ(SizeSweep(o).size(), 26u);
 }
 
+// --iter-bytes: small sizes run enough iterations for that many bytes, between --iters
+// and kMaxIterScale times it; warmups in the same proportion.
+TEST(SweepTest, IterationsScaleUpAtSmallSizesOnly) {
+  Result<PerfOptions> o = ParseFlags({"all_reduce", "-n", "10", "-w", "3", "-I", "1M"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->iter_bytes, 1 << 20);
+  EXPECT_EQ(IterationsAt(*o, 8), 10 * kMaxIterScale);  // capped
+  EXPECT_EQ(IterationsAt(*o, 32 << 10), 32);
+  EXPECT_EQ(WarmupsAt(*o, 32 << 10), 9);
+  EXPECT_EQ(IterationsAt(*o, 1 << 20), 10);  // never fewer than -n
+  EXPECT_EQ(IterationsAt(*o, 64 << 20), 10);
+  EXPECT_EQ(WarmupsAt(*o, 64 << 20), 3);
+  o->iter_bytes = 0;  // the default: -n at every size
+  EXPECT_EQ(IterationsAt(*o, 8), 10);
+  EXPECT_FALSE(ParseFlags({"--iter-bytes", "lots"}).ok());
+}
+
 TEST(BusBwTest, FactorsAsNcclTests) {
   EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllReduce, 2), 1.0);
   EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllReduce, 8), 1.75);

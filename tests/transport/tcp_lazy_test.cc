@@ -501,6 +501,19 @@ TcpOptions TwoSocketsNoTimeouts() {
   return o;
 }
 
+// Rank 1 of two (lazy, two sockets per pair); rank 0 is the test, whose address is a
+// socket listening in *listening0 that nobody accepts from.
+std::unique_ptr<TcpTransport> RankOneOfTwo(UniqueFd* listening0) {
+  std::string address0;
+  Result<UniqueFd> l = tcp::ListenTcp("127.0.0.1", 64, 0, &address0);
+  auto t = TcpTransport::Listen(1, 2, 5, TwoSocketsNoTimeouts());
+  if (!l.ok() || !t.ok()) return nullptr;
+  *listening0 = std::move(l.value());
+  Status st = t.value()->Connect({{address0, "host0", 1}, {t.value()->address(), "host1", 1}}, Soon());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return st.ok() ? std::move(t.value()) : nullptr;
+}
+
 // A rank that aborts while its dial is half made tells the sockets the peer already
 // accepted why: a peer that counts the pair connected gets the reason, not a lost
 // connection. Rank 1 here is the test: it accepts socket 0 and leaves socket 1 waiting.
@@ -545,15 +558,12 @@ TEST(TcpLazy, AnAbortMidDialSaysWhyOnTheSocketsMade) {
 // A rank that aborts while a peer's dial is half accepted tells the sockets it took
 // why: the peer may have finished its half of the last one already.
 TEST(TcpLazy, AnAbortMidAcceptSaysWhyOnTheSocketsTaken) {
-  auto t = TcpTransport::Listen(1, 2, 5, TwoSocketsNoTimeouts());
-  ASSERT_TRUE(t.ok());
-  std::string address0;
-  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address0);
-  ASSERT_TRUE(listening.ok());
-  ASSERT_TRUE(t.value()->Connect({{address0, "host0", 1}, {t.value()->address(), "host1", 1}}, Soon()).ok());
-  Result<UniqueFd> fd = SocketZeroAccepted(t.value()->address());
+  UniqueFd listening0;
+  std::unique_ptr<TcpTransport> t = RankOneOfTwo(&listening0);
+  ASSERT_TRUE(t);
+  Result<UniqueFd> fd = SocketZeroAccepted(t->address());
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
-  t.value()->Abort(AbortedError("rank 1 gave up"));
+  t->Abort(AbortedError("rank 1 gave up"));
   Result<std::string> why = NextAbortReason(fd.value().get());
   ASSERT_TRUE(why.ok()) << why.status().ToString();
   EXPECT_EQ(why.value(), "rank 1 gave up");
@@ -563,13 +573,10 @@ TEST(TcpLazy, AnAbortMidAcceptSaysWhyOnTheSocketsTaken) {
 // rank it dialed learns the reason from that socket: its communicator fails with it, as
 // an ABORT frame on a connected pair would make it.
 TEST(TcpLazy, APeerThatAbortsMidDialDoomsTheRankItDialed) {
-  auto t = TcpTransport::Listen(1, 2, 5, TwoSocketsNoTimeouts());
-  ASSERT_TRUE(t.ok());
-  std::string address0;
-  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address0);
-  ASSERT_TRUE(listening.ok());
-  ASSERT_TRUE(t.value()->Connect({{address0, "host0", 1}, {t.value()->address(), "host1", 1}}, Soon()).ok());
-  Result<UniqueFd> fd = SocketZeroAccepted(t.value()->address());
+  UniqueFd listening0;
+  std::unique_ptr<TcpTransport> t = RankOneOfTwo(&listening0);
+  ASSERT_TRUE(t);
+  Result<UniqueFd> fd = SocketZeroAccepted(t->address());
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   // Rank 0 aborts: it says why on the socket made, then closes it.
   const std::string why = "rank 0 gave up";
@@ -584,7 +591,7 @@ TEST(TcpLazy, APeerThatAbortsMidDialDoomsTheRankItDialed) {
   // The acceptor looks at its waiting links every 100 ms.
   Status health;
   for (auto until = Clock::now() + ::chorus::testing::Scaled(std::chrono::seconds(20));
-       (health = t.value()->health()).ok() && Clock::now() < until;) {
+       (health = t->health()).ok() && Clock::now() < until;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(health.code(), StatusCode::kPeerFailed) << health.ToString();
@@ -592,7 +599,7 @@ TEST(TcpLazy, APeerThatAbortsMidDialDoomsTheRankItDialed) {
   EXPECT_NE(health.message().find("aborted: rank 0 gave up"), std::string::npos) << health.message();
   // Its later posts fail with that reason at once, whichever peer they are for.
   int x = 0;
-  Status st = t.value()->Recv(0, 1, &x, sizeof(x))->Wait(Soon());
+  Status st = t->Recv(0, 1, &x, sizeof(x))->Wait(Soon());
   EXPECT_NE(st.message().find("rank 0 gave up"), std::string::npos) << st.message();
 }
 

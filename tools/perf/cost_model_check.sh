@@ -8,7 +8,7 @@
 #   tools/perf/cost_model_check.sh [--out DIR] [--bin PATH] [--placements "1x2 1x4 2x1 2x2"]
 #                                  [--colls "all_reduce broadcast all_gather reduce reduce_scatter"] [--rounds N]
 #                                  [--simulate "FLAGS"] [--sim PATH] [--analyze]
-#                                  [-- chorus_perf sweep args (default -b 8 -e 64M -f 8 -n 10 -w 3)]
+#                                  [-- chorus_perf sweep args (default -b 8 -e 64M -f 8 -n 10 -w 3 -I 4M)]
 #
 # The variants run in turn, --rounds times (default 2), and each time is the median of
 # its rounds, so that a busy moment does not land on one variant only. A forced
@@ -56,7 +56,7 @@ while (($#)); do
   esac
 done
 sweep=("$@")
-((${#sweep[@]})) || sweep=(-b 8 -e 64M -f 8 -n 10 -w 3)
+((${#sweep[@]})) || sweep=(-b 8 -e 64M -f 8 -n 10 -w 3 -I 4M)
 if ((!analyze)) && [[ -z "$bin" ]]; then
   (cd "$ROOT" && bazel build -c opt //tools/perf:chorus_perf >/dev/null 2>&1)
   bin="$ROOT/bazel-out/k8-opt/bin/tools/perf/chorus_perf"

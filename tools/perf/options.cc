@@ -29,7 +29,7 @@ const std::map<std::string, std::string>& ShortFlags() {
   static const std::map<std::string, std::string> m = {
       {"-b", "--minbytes"}, {"-e", "--maxbytes"},     {"-f", "--stepfactor"}, {"-i", "--stepbytes"},
       {"-n", "--iters"},    {"-w", "--warmup_iters"}, {"-c", "--check"},      {"-d", "--datatype"},
-      {"-o", "--op"},       {"-r", "--root"},         {"-h", "--help"},
+      {"-o", "--op"},       {"-r", "--root"},         {"-h", "--help"},       {"-I", "--iter-bytes"},
   };
   return m;
 }
@@ -55,6 +55,8 @@ std::string UsageText() {
          "  -i/--stepbytes SIZE        add SIZE each step instead\n"
          "  -n/--iters N               timed iterations per size (default 20)\n"
          "  -w/--warmup_iters N        untimed iterations first (default 5)\n"
+         "  -I/--iter-bytes SIZE       at small sizes, iterations enough for SIZE bytes (at most 100x -n;\n"
+         "                             warmups alike): steadier times for sub-microsecond calls\n"
          "  -c/--check 0|1             verify results (default 1)\n"
          "  -d/--datatype T            float32 (default), float64, float16, bfloat16, int8, uint8, int32, int64\n"
          "  -o/--op OP                 sum (default), prod, max, min, avg\n"
@@ -120,6 +122,10 @@ Result<PerfOptions> ParseFlags(const std::vector<std::string>& args) {
       o.blocking = true;
     } else if (flag == "--nccl-lib" || flag == "--nccl_lib") {
       o.nccl_lib = value;
+    } else if (flag == "--iter-bytes") {
+      Result<int64_t> v = ParseByteSize(flag, value);
+      if (!v.ok()) return v.status();
+      o.iter_bytes = v.value();
     } else if (flag == "--minbytes" || flag == "--maxbytes" || flag == "--stepbytes") {
       Result<int64_t> v = ParseByteSize(flag, value);
       if (!v.ok()) return v.status();
@@ -192,6 +198,16 @@ std::vector<int64_t> SizeSweep(const PerfOptions& o) {
     s = next;
   }
   return sizes;
+}
+
+int IterationsAt(const PerfOptions& o, int64_t bytes) {
+  if (o.iter_bytes <= 0 || bytes <= 0) return o.iters;
+  const int64_t want = std::min<int64_t>(o.iter_bytes / bytes, int64_t{o.iters} * kMaxIterScale);
+  return static_cast<int>(std::max<int64_t>(o.iters, want));
+}
+
+int WarmupsAt(const PerfOptions& o, int64_t bytes) {
+  return static_cast<int>(int64_t{o.warmup_iters} * IterationsAt(o, bytes) / o.iters);
 }
 
 }  // namespace perf

@@ -23,6 +23,7 @@ struct PerfOptions {
   int64_t step_bytes = 0;   // additive step (nccl-tests -i); used when > 0
   int iters = 20;
   int warmup_iters = 5;
+  int64_t iter_bytes = 0;  // --iter-bytes: small sizes run more iterations (IterationsAt)
   bool check = true;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
@@ -45,6 +46,13 @@ std::string UsageText();
 
 // The sweep of sizes in bytes: min, then *factor (or +step_bytes) while <= max.
 std::vector<int64_t> SizeSweep(const PerfOptions& options);
+
+// Timed iterations at a size: --iters, or with --iter-bytes B enough for B bytes, at
+// most kMaxIterScale times --iters, so that a sub-microsecond call is not timed over a
+// few microseconds. Warmups scale alike. Every rank computes the same from its flags.
+constexpr int kMaxIterScale = 100;
+int IterationsAt(const PerfOptions& options, int64_t bytes);
+int WarmupsAt(const PerfOptions& options, int64_t bytes);
 
 }  // namespace perf
 }  // namespace chorus

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "tools/perf/options.h"
+
 namespace chorus {
 namespace perf {
 namespace {
@@ -89,6 +91,10 @@ std::string FormatHeader(const RunInfo& info) {
   if (!info.description.empty()) os << "# " << info.description << "\n";
   os << "# nranks: " << info.nranks << "  iters: " << info.iters << "  warmup_iters: " << info.warmup_iters
      << "  check: " << (info.check ? 1 : 0) << "\n";
+  if (info.iter_bytes > 0) {
+    os << "# iter_bytes: " << info.iter_bytes << " (smaller sizes run iter_bytes/size iterations, at most "
+       << kMaxIterScale << "x iters; warmups alike)\n";
+  }
   os << "# time: wall time of `iters` back-to-back calls after a barrier, divided by iters, max over ranks\n";
   if (!info.device_timing.empty()) os << "# device buffers: " << info.device_timing << "\n";
   for (size_t r = 0; r < info.hosts.size(); ++r) {

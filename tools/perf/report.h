@@ -22,6 +22,7 @@ struct RunInfo {
   std::vector<std::string> hosts;  // one per rank
   int iters = 0;
   int warmup_iters = 0;
+  int64_t iter_bytes = 0;  // --iter-bytes (0: iters at every size)
   bool check = true;
   // Device buffers: "" on host buffers, else how the device calls were waited for.
   std::string device_timing;

@@ -107,13 +107,15 @@ Status RunMode(Backend& b, const PerfOptions& o, const CollShape& shape, bool in
   };
 
   CHORUS_RETURN_IF_ERROR(fill());
-  for (int i = 0; i < o.warmup_iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+  const int iters = IterationsAt(o, static_cast<int64_t>(shape.bytes));
+  for (int i = WarmupsAt(o, static_cast<int64_t>(shape.bytes)); i > 0; --i)
+    CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
   CHORUS_RETURN_IF_ERROR(b.Flush());
   CHORUS_RETURN_IF_ERROR(b.Barrier());
   const auto t0 = Clock::now();
-  for (int i = 0; i < o.iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
+  for (int i = 0; i < iters; ++i) CHORUS_RETURN_IF_ERROR(RunCollective(b, o.coll, args));
   CHORUS_RETURN_IF_ERROR(b.Flush());  // calls enqueued in stream order end here
-  const double local_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
+  const double local_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
   Result<double> max_us = b.AllReduceMaxDouble(local_us);
   if (!max_us.ok()) return max_us.status();
   result->ran = true;
@@ -165,6 +167,7 @@ Result<RunSummary> RunBenchmark(Backend& b, const PerfOptions& o, std::ostream& 
   info.hosts = GatherHosts(b);
   info.iters = o.iters;
   info.warmup_iters = o.warmup_iters;
+  info.iter_bytes = o.iter_bytes;
   info.check = o.check && o.coll != Collective::kBarrier;
   if (o.device) {
     info.device_timing = o.blocking ? "each call waited for before the next (--blocking)"
