@@ -476,20 +476,39 @@ Result<std::string> NextAbortReason(int fd) {
   return reason;
 }
 
-// Rank 0's socket 0 to the rank 1 listening at `address`, accepted by it.
-Result<UniqueFd> SocketZeroAccepted(const std::string& address) {
+// Rank 0's socket 0 to the rank 1 listening at `address`: the Hello sent, the Reply
+// (fixed part) read.
+Result<tcp::Reply> HelloFromRankZero(const std::string& address, UniqueFd* out) {
   Result<UniqueFd> fd = tcp::ConnectTcp(address, 0, Soon());
   if (!fd.ok()) return fd.status();
+  *out = std::move(fd.value());
   uint8_t hello[tcp::kHelloSize];
   tcp::EncodeHello(TestHello(0, 1, 0), hello);
-  CHORUS_RETURN_IF_ERROR(tcp::SendAll(fd.value().get(), hello, sizeof(hello), Soon(), "hello"));
+  CHORUS_RETURN_IF_ERROR(tcp::SendAll(out->get(), hello, sizeof(hello), Soon(), "hello"));
   uint8_t reply[tcp::kReplySize];
-  CHORUS_RETURN_IF_ERROR(tcp::RecvAll(fd.value().get(), reply, sizeof(reply), Soon(), "reply"));
+  CHORUS_RETURN_IF_ERROR(tcp::RecvAll(out->get(), reply, sizeof(reply), Soon(), "reply"));
   uint32_t reason_len = 0;
-  Result<tcp::Reply> r = tcp::DecodeReply(reply, &reason_len);
+  return tcp::DecodeReply(reply, &reason_len);
+}
+
+// That socket, accepted.
+Result<UniqueFd> SocketZeroAccepted(const std::string& address) {
+  UniqueFd fd;
+  Result<tcp::Reply> r = HelloFromRankZero(address, &fd);
   if (!r.ok()) return r.status();
   if (!r->accept) return ProtocolError("socket 0 was not accepted");
   return fd;
+}
+
+// What an aborting rank writes on a socket before it closes it.
+void SendAbortFrame(int fd, const std::string& why) {
+  tcp::FrameHeader h;
+  h.type = tcp::FrameType::kAbort;
+  h.len = h.total_len = why.size();
+  uint8_t head[tcp::kFrameHeaderSize];
+  tcp::EncodeFrameHeader(h, head);
+  ASSERT_TRUE(tcp::SendAll(fd, head, sizeof(head), Soon(), "frame").ok());
+  ASSERT_TRUE(tcp::SendAll(fd, why.data(), why.size(), Soon(), "reason").ok());
 }
 
 TcpOptions TwoSocketsNoTimeouts() {
@@ -569,6 +588,68 @@ TEST(TcpLazy, AnAbortMidAcceptSaysWhyOnTheSocketsTaken) {
   EXPECT_EQ(why.value(), "rank 1 gave up");
 }
 
+// Crossing dials: rank 1 dials rank 0 (the test, which never answers) and answers rank
+// 0's dial "crossed", keeping that socket for the pair's sake. Aborting, rank 1 says why
+// on it too: rank 0, waiting for rank 1's dial, would otherwise see a bare close.
+TEST(TcpLazy, AnAbortSaysWhyOnACrossedSocket) {
+  UniqueFd listening0;
+  std::unique_ptr<TcpTransport> t = RankOneOfTwo(&listening0);
+  ASSERT_TRUE(t);
+  int x = 1;
+  RequestPtr s = t->Send(0, 1, &x, sizeof(x));
+  // Rank 1's dial reached rank 0's listener: from now on it counts as dialing.
+  Result<UniqueFd> taken = tcp::AcceptTcp(listening0.get(), Soon());
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  UniqueFd fd;
+  Result<tcp::Reply> r = HelloFromRankZero(t->address(), &fd);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->crossed);
+  t->Abort(AbortedError("rank 1 gave up"));
+  EXPECT_NE(s->Wait(Soon()).message().find("rank 1 gave up"), std::string::npos) << s->status().message();
+  Result<std::string> why = NextAbortReason(fd.get());
+  ASSERT_TRUE(why.ok()) << why.status().ToString();
+  EXPECT_EQ(why.value(), "rank 1 gave up");
+}
+
+// And the other end: rank 0 dials rank 1 (the test), which answers "crossed", then
+// aborts and says why on that socket. Rank 0, waiting for rank 1's dial, fails with the
+// reason, as an ABORT frame on a connected pair would make it.
+TEST(TcpLazy, ACrossedPeerThatAbortsDoomsTheRankWaitingForIt) {
+  std::string address1;
+  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address1);
+  ASSERT_TRUE(listening.ok());
+  auto t = TcpTransport::Listen(0, 2, 5, TwoSocketsNoTimeouts());
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t.value()->Connect({{t.value()->address(), "host0", 1}, {address1, "host1", 1}}, Soon()).ok());
+  int x = 1;
+  RequestPtr s = t.value()->Send(1, 1, &x, sizeof(x));
+  Result<UniqueFd> fd = tcp::AcceptTcp(listening.value().get(), Soon());
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  uint8_t hello[tcp::kHelloSize];
+  ASSERT_TRUE(tcp::RecvAll(fd.value().get(), hello, sizeof(hello), Soon(), "hello").ok());
+  tcp::Reply r;
+  r.crossed = true;
+  r.comm_id = 5;
+  r.acceptor = 1;
+  r.connector = 0;
+  r.world_size = 2;
+  r.nsockets = 2;
+  uint8_t reply[tcp::kReplySize];
+  tcp::EncodeReply(r, reply);
+  ASSERT_TRUE(tcp::SendAll(fd.value().get(), reply, sizeof(reply), Soon(), "reply").ok());
+  for (auto until = Clock::now() + ::chorus::testing::Scaled(std::chrono::seconds(20));
+       t.value()->crossed_dials() == 0 && Clock::now() < until;) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(t.value()->crossed_dials(), 1);
+  SendAbortFrame(fd.value().get(), "rank 1 gave up");
+  fd.value().reset();
+  Status st = s->Wait(Soon());
+  EXPECT_EQ(st.code(), StatusCode::kPeerFailed) << st.ToString();
+  EXPECT_NE(st.message().find("rank 1 (host host1"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("aborted: rank 1 gave up"), std::string::npos) << st.message();
+}
+
 // The other way round: rank 0 (the test) dials, has socket 0 accepted, and aborts. The
 // rank it dialed learns the reason from that socket: its communicator fails with it, as
 // an ABORT frame on a connected pair would make it.
@@ -579,14 +660,7 @@ TEST(TcpLazy, APeerThatAbortsMidDialDoomsTheRankItDialed) {
   Result<UniqueFd> fd = SocketZeroAccepted(t->address());
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   // Rank 0 aborts: it says why on the socket made, then closes it.
-  const std::string why = "rank 0 gave up";
-  tcp::FrameHeader h;
-  h.type = tcp::FrameType::kAbort;
-  h.len = h.total_len = why.size();
-  uint8_t head[tcp::kFrameHeaderSize];
-  tcp::EncodeFrameHeader(h, head);
-  ASSERT_TRUE(tcp::SendAll(fd.value().get(), head, sizeof(head), Soon(), "frame").ok());
-  ASSERT_TRUE(tcp::SendAll(fd.value().get(), why.data(), why.size(), Soon(), "reason").ok());
+  SendAbortFrame(fd.value().get(), "rank 0 gave up");
   fd.value().reset();
   // The acceptor looks at its waiting links every 100 ms.
   Status health;

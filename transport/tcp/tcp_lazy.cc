@@ -193,6 +193,8 @@ void TcpTransport::FailLinkLocked(int peer, const Status& st) {
     for (const UniqueFd& fd : link.incoming) {
       if (fd.valid()) TellAborted(fd.get(), link_abort_);
     }
+    // The other end of a "crossed" socket waits for this rank's dial: it learns why too.
+    if (link.crossed.valid()) TellAborted(link.crossed.get(), link_abort_);
   }
   link.incoming.clear();
   link.have = 0;
@@ -299,13 +301,15 @@ Status TcpTransport::CheckLinksLocked(Clock::time_point now) {
     if (link.state != LinkState::kIncoming) continue;
     // A peer that gave up its dial (it aborted, failed or was destroyed) closed the
     // sockets it made, or the one we made whose dial it answered "crossed".
-    bool closed = Closed(link.crossed.get());
+    bool closed = false;
     std::string why;  // a peer that aborted said why first (TellAborted)
-    for (const UniqueFd& fd : link.incoming) {
-      if (!Closed(fd.get())) continue;
+    const auto look = [&](const UniqueFd& fd) {
+      if (!fd.valid() || !Closed(fd.get())) return;
       closed = true;
       if (why.empty()) why = AbortReasonOn(fd.get());
-    }
+    };
+    look(link.crossed);
+    for (const UniqueFd& fd : link.incoming) look(fd);
     if (!why.empty()) {
       // As its ABORT frame would on a connected pair, the peer's abort dooms us too.
       Status st = PeerFailed(PeerDesc(p) + " aborted: " + why);
