@@ -13,7 +13,7 @@ namespace {
 // Per transport: latency per message (us) and bandwidth per pair (GB/s), as
 // tools/perf/cost_model_check.sh measures them (docs/design/cost_model.md); RDMA's row
 // is assumed.
-constexpr LinkCost kLinkCosts[] = {/* shm  */ {1.2, 10.0},
+constexpr LinkCost kLinkCosts[] = {/* shm  */ {0.8, 10.0},
                                    /* tcp  */ {13.0, 1.0},
                                    /* rdma */ {4.0, 10.0}};
 // Element-wise reduction, GB/s of input reduced.
@@ -22,11 +22,11 @@ constexpr double kReduceGbps = 8.0;
 // says where it was measured against the ring).
 constexpr double kRabenseifnerMaxChunks = 4;
 
-// Ranks per core k on the most crowded machine: each rank runs a 1/k share of a core,
-// and switching between them costs a little more; the constant is fitted to 2 and 4
-// ranks a core (docs/design/cost_model.md).
-constexpr double kCrowdingPerRank = 1.2;
-double CrowdingFactor(double k) { return k <= 1 ? 1 : kCrowdingPerRank * k; }
+// Ranks per core k on the most crowded machine: each rank copies on a 1/k share of a
+// core (its bytes take k times as long), and each message waits for the scheduler too
+// (its latency more than k times). Fitted to 2 and 4 ranks a core (docs/design/cost_model.md).
+constexpr double kCrowdedLatencyPerRank = 1.5;
+constexpr double kCrowdedBytesPerRank = 1.0;
 
 double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }  // GB/s = 1e3 bytes/us
 
@@ -158,7 +158,13 @@ const LinkCost& CostOf(LinkKind k) { return kLinkCosts[static_cast<int>(k)]; }
 
 double CostModel::PredictUs(Collective c, Algorithm a, size_t bytes, int world_size) const {
   const double t = PredictUncrowded(c, a, bytes, world_size);
-  return t < 0 ? t : t * CrowdingFactor(crowding);
+  if (t < 0 || crowding <= 1) return t;
+  // The bytes' share of t: the same prediction with no latency per message.
+  CostModel bytes_only = *this;
+  bytes_only.intra_cost = LinkCost{0, IntraCost().gbps};
+  bytes_only.inter_cost = LinkCost{0, InterCost().gbps};
+  const double moved = bytes_only.PredictUncrowded(c, a, bytes, world_size);
+  return (t - moved) * kCrowdedLatencyPerRank * crowding + moved * kCrowdedBytesPerRank * crowding;
 }
 
 double CostModel::PredictUncrowded(Collective c, Algorithm a, size_t bytes, int world_size) const {

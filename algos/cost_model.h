@@ -35,9 +35,9 @@ struct CostModel {
   // real runs leave them unset.
   std::optional<LinkCost> intra_cost, inter_cost;
   size_t chunk_bytes = 512 << 10;  // the algorithms' pipelining chunk
-  // Ranks per core on the most crowded machine (1: a core each): every step there waits
-  // for the scheduler as much as for the link, whatever the algorithm, so every
-  // prediction is scaled alike, by a little more than k for k ranks a core.
+  // Ranks per core k on the most crowded machine (1: a core each). There a prediction's
+  // bytes take k times as long and its messages' latency more than that (each is a wait
+  // for the scheduler), so algorithms of fewer steps gain.
   double crowding = 1.0;
 
   // Predicted microseconds of collective `c` of `bytes` (as Selector::Choose counts

@@ -143,21 +143,17 @@ TEST(SimulateTest, GivenLinksReplaceTheTableOnlyWhereSet) {
             table.PredictUs(Collective::kAllReduce, Algorithm::kRing, 64 << 20, 64));
 }
 
-// Ranks a core scale every prediction alike, as in a crowded real run: more than k times
-// for k ranks a core, and no choice changes but the small broadcast's.
-TEST(SimulateTest, RanksPerCoreScaleEveryPredictionAlike) {
+// Ranks a core scale every prediction, as in a crowded real run: its bytes by k for k
+// ranks a core, its messages' latency by 1.5k. So an 8-byte call's time grows by about
+// 1.5k and a 16 MiB one's by about k, and every other in between.
+TEST(SimulateTest, RanksPerCoreScaleLatencyMoreThanBytes) {
   const std::vector<std::string> args = {"--ranks-per-host", "2", "--ranks", "4,8", "-b", "8", "-e", "16M", "-f", "8"};
   std::vector<std::string> crowded_args = args;
   crowded_args.insert(crowded_args.end(), {"--ranks-per-core", "2"});
   const std::vector<Row> alone = Simulate(Parse(args)), crowded = Simulate(Parse(crowded_args));
   ASSERT_EQ(alone.size(), crowded.size());
-  std::optional<double> factor;
+  int compared = 0;
   for (size_t i = 0; i < alone.size(); ++i) {
-    // Except that a crowded broadcast rides the agreement's rounds further (selector.h).
-    const bool agreed_further = alone[i].collective == algos::Collective::kBroadcast &&
-                                alone[i].bytes > algos::kAgreedBroadcastMaxBytes &&
-                                alone[i].bytes <= algos::kAgreedBroadcastCrowdedMaxBytes;
-    EXPECT_EQ(crowded[i].chosen, agreed_further ? algos::Algorithm::kDissemination : alone[i].chosen) << alone[i].bytes;
     for (const auto& prediction : alone[i].predicted) {
       const algos::Algorithm algo = prediction.first;
       const double a = prediction.second;
@@ -165,12 +161,18 @@ TEST(SimulateTest, RanksPerCoreScaleEveryPredictionAlike) {
                                   [algo](const auto& p) { return p.first == algo; });
       ASSERT_NE(c, crowded[i].predicted.end()) << algos::AlgorithmName(algo);
       if (a <= 0) continue;
-      if (!factor) factor = c->second / a;
-      EXPECT_NEAR(c->second / a, *factor, 1e-6 * *factor) << algos::AlgorithmName(algo);
+      const double factor = c->second / a;
+      EXPECT_GE(factor, 2.0 * (1 - 1e-9)) << algos::AlgorithmName(algo) << " " << alone[i].bytes;
+      EXPECT_LE(factor, 3.0 * (1 + 1e-9)) << algos::AlgorithmName(algo) << " " << alone[i].bytes;
+      if (alone[i].bytes == 8) {
+        EXPECT_NEAR(factor, 3.0, 0.05) << algos::AlgorithmName(algo);
+      } else if (alone[i].bytes == size_t{16} << 20) {
+        EXPECT_NEAR(factor, 2.0, 0.2) << algos::AlgorithmName(algo);
+      }
+      ++compared;
     }
   }
-  ASSERT_TRUE(factor.has_value());
-  EXPECT_GT(*factor, 2.0);
+  EXPECT_GT(compared, 20);
   // One rank a core or fewer: no change.
   std::vector<std::string> spare_args = args;
   spare_args.insert(spare_args.end(), {"--ranks-per-core", "0.5"});
