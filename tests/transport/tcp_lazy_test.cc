@@ -511,6 +511,28 @@ void SendAbortFrame(int fd, const std::string& why) {
   ASSERT_TRUE(tcp::SendAll(fd, why.data(), why.size(), Soon(), "reason").ok());
 }
 
+// The next thing on `fd` is an ABORT frame saying `why`.
+void ExpectAbortReason(int fd, const std::string& why) {
+  Result<std::string> got = NextAbortReason(fd);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got.value(), why);
+}
+
+// Rank 1's answer to rank 0's Hello on `fd`: accepted, or "crossed".
+void AnswerAsRankOne(int fd, bool crossed) {
+  tcp::Reply r;
+  r.accept = !crossed;
+  r.crossed = crossed;
+  r.comm_id = 5;
+  r.acceptor = 1;
+  r.connector = 0;
+  r.world_size = 2;
+  r.nsockets = 2;
+  uint8_t reply[tcp::kReplySize];
+  tcp::EncodeReply(r, reply);
+  ASSERT_TRUE(tcp::SendAll(fd, reply, sizeof(reply), Soon(), "reply").ok());
+}
+
 TcpOptions TwoSocketsNoTimeouts() {
   TcpOptions o;
   o.connect = ConnectMode::kLazy;
@@ -520,15 +542,17 @@ TcpOptions TwoSocketsNoTimeouts() {
   return o;
 }
 
-// Rank 1 of two (lazy, two sockets per pair); rank 0 is the test, whose address is a
-// socket listening in *listening0 that nobody accepts from.
-std::unique_ptr<TcpTransport> RankOneOfTwo(UniqueFd* listening0) {
-  std::string address0;
-  Result<UniqueFd> l = tcp::ListenTcp("127.0.0.1", 64, 0, &address0);
-  auto t = TcpTransport::Listen(1, 2, 5, TwoSocketsNoTimeouts());
+// Rank `rank` of two (lazy, two sockets per pair); the other rank is the test, whose
+// address is a socket listening in *other that only the test accepts from.
+std::unique_ptr<TcpTransport> OneOfTwo(int rank, UniqueFd* other) {
+  std::string address;
+  Result<UniqueFd> l = tcp::ListenTcp("127.0.0.1", 64, 0, &address);
+  auto t = TcpTransport::Listen(rank, 2, 5, TwoSocketsNoTimeouts());
   if (!l.ok() || !t.ok()) return nullptr;
-  *listening0 = std::move(l.value());
-  Status st = t.value()->Connect({{address0, "host0", 1}, {t.value()->address(), "host1", 1}}, Soon());
+  *other = std::move(l.value());
+  std::vector<PeerAddress> peers = {{address, "host0", 1}, {address, "host1", 1}};
+  peers[rank].address = t.value()->address();
+  Status st = t.value()->Connect(peers, Soon());
   EXPECT_TRUE(st.ok()) << st.ToString();
   return st.ok() ? std::move(t.value()) : nullptr;
 }
@@ -537,55 +561,36 @@ std::unique_ptr<TcpTransport> RankOneOfTwo(UniqueFd* listening0) {
 // accepted why: a peer that counts the pair connected gets the reason, not a lost
 // connection. Rank 1 here is the test: it accepts socket 0 and leaves socket 1 waiting.
 TEST(TcpLazy, AnAbortMidDialSaysWhyOnTheSocketsMade) {
-  std::string address1;
-  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address1);
-  ASSERT_TRUE(listening.ok());
-  auto t = TcpTransport::Listen(0, 2, 5, TwoSocketsNoTimeouts());
-  ASSERT_TRUE(t.ok());
-  ASSERT_TRUE(t.value()->Connect({{t.value()->address(), "host0", 1}, {address1, "host1", 1}}, Soon()).ok());
+  UniqueFd listening1;
+  std::unique_ptr<TcpTransport> t = OneOfTwo(0, &listening1);
+  ASSERT_TRUE(t);
   int x = 1;
-  RequestPtr s = t.value()->Send(1, 1, &x, sizeof(x));
+  RequestPtr s = t->Send(1, 1, &x, sizeof(x));
   UniqueFd sock[2];
   for (int i = 0; i < 2; ++i) {
-    Result<UniqueFd> fd = tcp::AcceptTcp(listening.value().get(), Soon());
+    Result<UniqueFd> fd = tcp::AcceptTcp(listening1.get(), Soon());
     ASSERT_TRUE(fd.ok()) << fd.status().ToString();
     sock[i] = std::move(fd.value());
     uint8_t hello[tcp::kHelloSize];
     ASSERT_TRUE(tcp::RecvAll(sock[i].get(), hello, sizeof(hello), Soon(), "hello").ok());
     ASSERT_TRUE(tcp::DecodeHello(hello).ok());
-    if (i == 1) break;
-    tcp::Reply r;
-    r.accept = true;
-    r.comm_id = 5;
-    r.acceptor = 1;
-    r.connector = 0;
-    r.world_size = 2;
-    r.nsockets = 2;
-    uint8_t reply[tcp::kReplySize];
-    tcp::EncodeReply(r, reply);
-    ASSERT_TRUE(tcp::SendAll(sock[i].get(), reply, sizeof(reply), Soon(), "reply").ok());
+    if (i == 0) AnswerAsRankOne(sock[i].get(), /*crossed=*/false);
   }
-  t.value()->Abort(AbortedError("the test gave up"));
+  t->Abort(AbortedError("the test gave up"));
   EXPECT_NE(s->Wait(Soon()).message().find("the test gave up"), std::string::npos) << s->status().message();
-  for (auto& fd : sock) {
-    Result<std::string> why = NextAbortReason(fd.get());
-    ASSERT_TRUE(why.ok()) << why.status().ToString();
-    EXPECT_EQ(why.value(), "the test gave up");
-  }
+  for (auto& fd : sock) ExpectAbortReason(fd.get(), "the test gave up");
 }
 
 // A rank that aborts while a peer's dial is half accepted tells the sockets it took
 // why: the peer may have finished its half of the last one already.
 TEST(TcpLazy, AnAbortMidAcceptSaysWhyOnTheSocketsTaken) {
   UniqueFd listening0;
-  std::unique_ptr<TcpTransport> t = RankOneOfTwo(&listening0);
+  std::unique_ptr<TcpTransport> t = OneOfTwo(1, &listening0);
   ASSERT_TRUE(t);
   Result<UniqueFd> fd = SocketZeroAccepted(t->address());
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   t->Abort(AbortedError("rank 1 gave up"));
-  Result<std::string> why = NextAbortReason(fd.value().get());
-  ASSERT_TRUE(why.ok()) << why.status().ToString();
-  EXPECT_EQ(why.value(), "rank 1 gave up");
+  ExpectAbortReason(fd.value().get(), "rank 1 gave up");
 }
 
 // Crossing dials: rank 1 dials rank 0 (the test, which never answers) and answers rank
@@ -593,7 +598,7 @@ TEST(TcpLazy, AnAbortMidAcceptSaysWhyOnTheSocketsTaken) {
 // on it too: rank 0, waiting for rank 1's dial, would otherwise see a bare close.
 TEST(TcpLazy, AnAbortSaysWhyOnACrossedSocket) {
   UniqueFd listening0;
-  std::unique_ptr<TcpTransport> t = RankOneOfTwo(&listening0);
+  std::unique_ptr<TcpTransport> t = OneOfTwo(1, &listening0);
   ASSERT_TRUE(t);
   int x = 1;
   RequestPtr s = t->Send(0, 1, &x, sizeof(x));
@@ -606,42 +611,28 @@ TEST(TcpLazy, AnAbortSaysWhyOnACrossedSocket) {
   ASSERT_TRUE(r->crossed);
   t->Abort(AbortedError("rank 1 gave up"));
   EXPECT_NE(s->Wait(Soon()).message().find("rank 1 gave up"), std::string::npos) << s->status().message();
-  Result<std::string> why = NextAbortReason(fd.get());
-  ASSERT_TRUE(why.ok()) << why.status().ToString();
-  EXPECT_EQ(why.value(), "rank 1 gave up");
+  ExpectAbortReason(fd.get(), "rank 1 gave up");
 }
 
 // And the other end: rank 0 dials rank 1 (the test), which answers "crossed", then
 // aborts and says why on that socket. Rank 0, waiting for rank 1's dial, fails with the
 // reason, as an ABORT frame on a connected pair would make it.
 TEST(TcpLazy, ACrossedPeerThatAbortsDoomsTheRankWaitingForIt) {
-  std::string address1;
-  Result<UniqueFd> listening = tcp::ListenTcp("127.0.0.1", 64, 0, &address1);
-  ASSERT_TRUE(listening.ok());
-  auto t = TcpTransport::Listen(0, 2, 5, TwoSocketsNoTimeouts());
-  ASSERT_TRUE(t.ok());
-  ASSERT_TRUE(t.value()->Connect({{t.value()->address(), "host0", 1}, {address1, "host1", 1}}, Soon()).ok());
+  UniqueFd listening1;
+  std::unique_ptr<TcpTransport> t = OneOfTwo(0, &listening1);
+  ASSERT_TRUE(t);
   int x = 1;
-  RequestPtr s = t.value()->Send(1, 1, &x, sizeof(x));
-  Result<UniqueFd> fd = tcp::AcceptTcp(listening.value().get(), Soon());
+  RequestPtr s = t->Send(1, 1, &x, sizeof(x));
+  Result<UniqueFd> fd = tcp::AcceptTcp(listening1.get(), Soon());
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   uint8_t hello[tcp::kHelloSize];
   ASSERT_TRUE(tcp::RecvAll(fd.value().get(), hello, sizeof(hello), Soon(), "hello").ok());
-  tcp::Reply r;
-  r.crossed = true;
-  r.comm_id = 5;
-  r.acceptor = 1;
-  r.connector = 0;
-  r.world_size = 2;
-  r.nsockets = 2;
-  uint8_t reply[tcp::kReplySize];
-  tcp::EncodeReply(r, reply);
-  ASSERT_TRUE(tcp::SendAll(fd.value().get(), reply, sizeof(reply), Soon(), "reply").ok());
+  AnswerAsRankOne(fd.value().get(), /*crossed=*/true);
   for (auto until = Clock::now() + ::chorus::testing::Scaled(std::chrono::seconds(20));
-       t.value()->crossed_dials() == 0 && Clock::now() < until;) {
+       t->crossed_dials() == 0 && Clock::now() < until;) {
     std::this_thread::yield();
   }
-  ASSERT_EQ(t.value()->crossed_dials(), 1);
+  ASSERT_EQ(t->crossed_dials(), 1);
   SendAbortFrame(fd.value().get(), "rank 1 gave up");
   fd.value().reset();
   Status st = s->Wait(Soon());
@@ -655,7 +646,7 @@ TEST(TcpLazy, ACrossedPeerThatAbortsDoomsTheRankWaitingForIt) {
 // an ABORT frame on a connected pair would make it.
 TEST(TcpLazy, APeerThatAbortsMidDialDoomsTheRankItDialed) {
   UniqueFd listening0;
-  std::unique_ptr<TcpTransport> t = RankOneOfTwo(&listening0);
+  std::unique_ptr<TcpTransport> t = OneOfTwo(1, &listening0);
   ASSERT_TRUE(t);
   Result<UniqueFd> fd = SocketZeroAccepted(t->address());
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();

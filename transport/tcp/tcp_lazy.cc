@@ -415,7 +415,11 @@ void TcpTransport::AcceptLoop() {
     Link& link = links_[a->peer];
     if (a->crossed) {
       // Our own dial carries the pair; the socket stays open until it is done or gave up.
-      if (link.state == LinkState::kDialing) link.crossed = std::move(fd.value());
+      if (link.state == LinkState::kDialing) {
+        link.crossed = std::move(fd.value());
+      } else if (!link_abort_.ok()) {
+        TellAborted(fd.value().get(), link_abort_);  // its peer waits for our dial
+      }
       continue;
     }
     if (link.state != LinkState::kIncoming) {  // failed or aborted meanwhile
