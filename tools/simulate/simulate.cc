@@ -169,7 +169,8 @@ std::string SimUsage() {
          "                               is 12.5); a host's ranks share it where the model says so\n"
          "  --ranks-per-host N           ranks on each host, in rank order (default 8)\n"
          "  --ranks-per-core K           ranks a core on the most crowded machine (default 1: a core\n"
-         "                               each); above 1 every prediction is scaled as real runs are\n"
+         "                               each); above 1 a prediction's bytes take K times as long and\n"
+         "                               its messages' latency 1.5K times, as crowded real runs do\n"
          "  --ranks N,N,...              world sizes (default 16,64,256,1024,4096)\n"
          "  --colls NAME,...             collectives (default all_reduce,all_gather,reduce_scatter,broadcast)\n"
          "  -b/--minbytes SIZE           smallest size (default 8; K/M/G suffixes)\n"
@@ -361,7 +362,9 @@ std::string FormatTable(const SimOptions& options, const std::vector<Row>& rows)
   std::string out =
       "# The selector's cost model (algos/cost_model.cc), hosts of " + std::to_string(options.ranks_per_host) +
       " ranks in rank order" +
-      (m.crowding > 1 ? ", " + Fixed(m.crowding) + " ranks a core (every time scaled as crowded runs are)" : "") +
+      (m.crowding > 1
+           ? ", " + Fixed(m.crowding) + " ranks a core (bytes k, latency 1.5k times as long, as crowded runs are)"
+           : "") +
       ".\n"
       "# Within hosts: " +
       LinkText(m.intra, m.IntraCost()) + (m.intra_cost ? " (given)" : " (table)") +
