@@ -502,13 +502,8 @@ Result<UniqueFd> SocketZeroAccepted(const std::string& address) {
 
 // What an aborting rank writes on a socket before it closes it.
 void SendAbortFrame(int fd, const std::string& why) {
-  tcp::FrameHeader h;
-  h.type = tcp::FrameType::kAbort;
-  h.len = h.total_len = why.size();
-  uint8_t head[tcp::kFrameHeaderSize];
-  tcp::EncodeFrameHeader(h, head);
-  ASSERT_TRUE(tcp::SendAll(fd, head, sizeof(head), Soon(), "frame").ok());
-  ASSERT_TRUE(tcp::SendAll(fd, why.data(), why.size(), Soon(), "reason").ok());
+  const std::string frame = tcp::EncodeAbortFrame(why);
+  ASSERT_TRUE(tcp::SendAll(fd, frame.data(), frame.size(), Soon(), "frame").ok());
 }
 
 // The next thing on `fd` is an ABORT frame saying `why`.

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "common/fd_limit.h"
 #include "common/log.h"
@@ -58,14 +59,13 @@ bool Closed(int fd) {
 // there an ABORT frame reaches its engine with the reason, where a bare close reads as a
 // lost connection. A socket not yet used has room for it in its buffer.
 void TellAborted(int fd, const Status& reason) {
-  std::string text = reason.message().substr(0, tcp::kMaxReasonLen);
-  tcp::FrameHeader h;
-  h.type = tcp::FrameType::kAbort;
-  h.len = h.total_len = text.size();
-  std::string frame(tcp::kFrameHeaderSize, '\0');
-  tcp::EncodeFrameHeader(h, reinterpret_cast<uint8_t*>(frame.data()));
-  frame += text;
+  const std::string frame = tcp::EncodeAbortFrame(reason.message());
   (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+void TellAborted(const std::vector<UniqueFd>& fds, const Status& reason) {
+  for (const UniqueFd& fd : fds) {
+    if (fd.valid()) TellAborted(fd.get(), reason);
+  }
 }
 
 // The reason of an ABORT frame waiting whole on `fd`, a socket the peer closed before
@@ -155,7 +155,7 @@ Status TcpTransport::Dial(int peer, Deadline deadline, Dialed* out) {
       if (!link_abort_.ok()) {
         // A handshake cut short may still be accepted where no proof follows the reply.
         if (st.ok() ? !was_crossed : opts_.secret.empty()) TellAborted(fd.value().get(), link_abort_);
-        for (const UniqueFd& f : out->fds) TellAborted(f.get(), link_abort_);
+        TellAborted(out->fds, link_abort_);
         return link_abort_;
       }
     }
@@ -190,9 +190,7 @@ void TcpTransport::FailLinkLocked(int peer, const Status& st) {
   link.state = LinkState::kFailed;
   link.error = st;
   if (!link_abort_.ok()) {
-    for (const UniqueFd& fd : link.incoming) {
-      if (fd.valid()) TellAborted(fd.get(), link_abort_);
-    }
+    TellAborted(link.incoming, link_abort_);
     // The other end of a "crossed" socket waits for this rank's dial: it learns why too.
     if (link.crossed.valid()) TellAborted(link.crossed.get(), link_abort_);
   }
@@ -272,9 +270,7 @@ void TcpTransport::DialLocked(std::unique_lock<std::mutex>& lock, int peer) {
   // The peer is higher and its dial was taken meanwhile (ours was, or will be, answered
   // "crossed"), or the link failed or was aborted: nothing more for this dial to do.
   if (link.state != LinkState::kDialing) {
-    if (st.ok() && !d.crossed && !link_abort_.ok()) {
-      for (const UniqueFd& fd : d.fds) TellAborted(fd.get(), link_abort_);
-    }
+    if (st.ok() && !d.crossed && !link_abort_.ok()) TellAborted(d.fds, link_abort_);
     return;
   }
   if (!st.ok() && d.peer_aborted) {
@@ -440,7 +436,7 @@ void TcpTransport::HandOverLocked(int peer, std::vector<UniqueFd> fds) {
     if (Status st = health(); !st.ok()) StopDialsLocked(st);
   }
   if (!link_abort_.ok()) {
-    for (const UniqueFd& fd : fds) TellAborted(fd.get(), link_abort_);
+    TellAborted(fds, link_abort_);
     return FailLinkLocked(peer, link_abort_);
   }
   for (UniqueFd& fd : fds) {

@@ -144,6 +144,16 @@ void EncodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
   Put<uint64_t>(out + 56, CheckWord(h));
 }
 
+std::string EncodeAbortFrame(const std::string& reason) {
+  const std::string text = reason.substr(0, kMaxReasonLen);
+  FrameHeader h;
+  h.type = FrameType::kAbort;
+  h.len = h.total_len = text.size();
+  std::string frame(kFrameHeaderSize, '\0');
+  EncodeFrameHeader(h, reinterpret_cast<uint8_t*>(frame.data()));
+  return frame + text;
+}
+
 Result<FrameHeader> DecodeFrameHeader(const uint8_t in[kFrameHeaderSize]) {
   uint32_t magic = Get<uint32_t>(in);
   if (magic != kFrameMagic) {

@@ -153,6 +153,8 @@ void EncodeReply(const Reply& r, uint8_t out[kReplySize]);
 Result<Reply> DecodeReply(const uint8_t in[kReplySize], uint32_t* reason_len);
 
 void EncodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]);
+// A whole ABORT frame: its header and the reason (truncated to kMaxReasonLen).
+std::string EncodeAbortFrame(const std::string& reason);
 // Validates magic, type, check word and offset/len/total_len consistency.
 Result<FrameHeader> DecodeFrameHeader(const uint8_t in[kFrameHeaderSize]);
 
